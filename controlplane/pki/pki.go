@@ -1,0 +1,222 @@
+// Package pki creates and maintains the control plane's certificate
+// authority, the API server's serving certificate and the admin kubeconfig.
+//
+// Layout of Config.Dir (created 0700, keys 0600, every file written
+// atomically):
+//
+//	ca.crt, ca.key            ECDSA P-256 self-signed CA, CN "nodelet-ca", 10 years
+//	serving.crt, serving.key  API server certificate, 1 year
+//	admin.kubeconfig          client cert CN "admin", O "system:masters"
+//
+// Ensure is idempotent: the CA and all keys are reused on restart; the
+// serving certificate and the admin kubeconfig are reissued only when they
+// are missing, expiring, or no longer match the configuration.
+package pki
+
+import (
+	"crypto"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// File names inside Config.Dir.
+const (
+	CACertName          = "ca.crt"
+	CAKeyName           = "ca.key"
+	ServingCertName     = "serving.crt"
+	ServingKeyName      = "serving.key"
+	AdminKubeconfigName = "admin.kubeconfig"
+)
+
+// DefaultAPIServerURL is used for the admin kubeconfig when
+// Config.APIServerURL is empty.
+const DefaultAPIServerURL = "https://127.0.0.1:6443"
+
+const (
+	caValidity      = 10 * 365 * 24 * time.Hour
+	servingValidity = 365 * 24 * time.Hour
+	clientValidity  = 365 * 24 * time.Hour
+	// renewBefore is how close to expiry a leaf certificate may get before
+	// Ensure reissues it.
+	renewBefore = 30 * 24 * time.Hour
+	// backdate tolerates small clock skew between hosts.
+	backdate = time.Hour
+)
+
+// ErrNoCA is returned (wrapped) by LoadCA when the directory holds no CA.
+var ErrNoCA = errors.New("no CA")
+
+// Config says where the PKI lives and what it must cover.
+type Config struct {
+	// Dir holds every file of the PKI.
+	Dir string
+	// Hosts are extra subject alternative names for the serving
+	// certificate (--tls-san): DNS names or IP addresses.
+	Hosts []string
+	// APIServerURL is the server written into the admin kubeconfig, for
+	// example https://127.0.0.1:6443.
+	APIServerURL string
+}
+
+// Bundle is a loaded CA plus, when produced by Ensure, the API server's
+// serving certificate. Its methods are safe for concurrent use.
+type Bundle struct {
+	// CACert and CAKey are the cluster CA.
+	CACert *x509.Certificate
+	CAKey  crypto.Signer
+
+	Dir                 string
+	CAFile              string
+	ServingCertFile     string
+	ServingKeyFile      string
+	AdminKubeconfigFile string
+
+	caPEM   []byte
+	serving *tls.Certificate // nil for a bundle from LoadCA
+}
+
+// Ensure creates whatever is missing or stale in cfg.Dir and returns the
+// resulting bundle. See the package comment for the rules.
+func Ensure(cfg Config) (*Bundle, error) {
+	return ensure(cfg, time.Now())
+}
+
+func ensure(cfg Config, now time.Time) (*Bundle, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("pki: Config.Dir is required")
+	}
+	if cfg.APIServerURL == "" {
+		cfg.APIServerURL = DefaultAPIServerURL
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create pki dir %s: %w", cfg.Dir, err)
+	}
+	b, err := loadOrCreateCA(cfg.Dir, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.ensureServing(cfg.Hosts, now); err != nil {
+		return nil, err
+	}
+	if err := b.ensureAdminKubeconfig(cfg.APIServerURL, now); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// LoadCA loads the CA from dir without creating anything. The returned
+// bundle can sign client certificates and kubeconfigs; its TLSConfig has no
+// serving certificate.
+func LoadCA(dir string) (*Bundle, error) {
+	b := newBundle(dir)
+	_, errCert := os.Stat(b.CAFile)
+	_, errKey := os.Stat(filepath.Join(dir, CAKeyName))
+	if errors.Is(errCert, os.ErrNotExist) || errors.Is(errKey, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s: start the control plane once first", ErrNoCA, dir)
+	}
+	if err := b.loadCA(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func newBundle(dir string) *Bundle {
+	return &Bundle{
+		Dir:                 dir,
+		CAFile:              filepath.Join(dir, CACertName),
+		ServingCertFile:     filepath.Join(dir, ServingCertName),
+		ServingKeyFile:      filepath.Join(dir, ServingKeyName),
+		AdminKubeconfigFile: filepath.Join(dir, AdminKubeconfigName),
+	}
+}
+
+// loadOrCreateCA reuses an existing CA. A missing key creates a new CA; a
+// key without its certificate (a crash between the two writes) gets a new
+// self-signed certificate; a certificate without its key is an error, since
+// silently replacing a CA would break every client that trusts it.
+func loadOrCreateCA(dir string, now time.Time) (*Bundle, error) {
+	b := newBundle(dir)
+	keyPath := filepath.Join(dir, CAKeyName)
+	key, err := readKey(keyPath)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if _, statErr := os.Stat(b.CAFile); statErr == nil {
+			return nil, fmt.Errorf("load CA: %s exists but %s is missing", b.CAFile, keyPath)
+		}
+		if key, err = newKey(); err != nil {
+			return nil, err
+		}
+		if err := writeKey(keyPath, key); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
+	}
+	if _, err := os.Stat(b.CAFile); errors.Is(err, os.ErrNotExist) {
+		der, err := selfSignCA(key, now)
+		if err != nil {
+			return nil, err
+		}
+		if err := writeFileAtomic(b.CAFile, encodeCert(der), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.loadCA(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Bundle) loadCA() error {
+	certPEM, cert, err := readCert(b.CAFile)
+	if err != nil {
+		return fmt.Errorf("load CA: %w", err)
+	}
+	keyPath := filepath.Join(b.Dir, CAKeyName)
+	key, err := readKey(keyPath)
+	if err != nil {
+		return fmt.Errorf("load CA: %w", err)
+	}
+	if !publicKeyMatches(cert, key) {
+		return fmt.Errorf("load CA: %s does not match %s", b.CAFile, keyPath)
+	}
+	if !cert.IsCA {
+		return fmt.Errorf("load CA: %s is not a CA certificate", b.CAFile)
+	}
+	b.CACert, b.CAKey, b.caPEM = cert, key, certPEM
+	return nil
+}
+
+// CAPEM returns the CA certificate in PEM form.
+func (b *Bundle) CAPEM() []byte {
+	return append([]byte(nil), b.caPEM...)
+}
+
+// CAPool returns a new pool holding only the cluster CA.
+func (b *Bundle) CAPool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(b.CACert)
+	return pool
+}
+
+// TLSConfig returns the API server's TLS configuration: the serving
+// certificate, optional client certificates verified against the CA, TLS
+// 1.2 or later, and ALPN for h2 and http/1.1. For a bundle from LoadCA
+// the configuration has no certificate and every handshake fails.
+func (b *Bundle) TLSConfig() *tls.Config {
+	cfg := &tls.Config{
+		ClientAuth: tls.VerifyClientCertIfGiven,
+		ClientCAs:  b.CAPool(),
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2", "http/1.1"},
+	}
+	if b.serving != nil {
+		cfg.Certificates = []tls.Certificate{*b.serving}
+	}
+	return cfg
+}
