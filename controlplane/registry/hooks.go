@@ -1,0 +1,151 @@
+package registry
+
+import (
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// The adapters below turn typed per-resource functions into the untyped
+// hooks of Resource. The handlers promise to pass objects of the resource's
+// own type (the one New returns); anything else is a programming error and
+// panics.
+
+func mutate[T runtime.Object](f func(T)) func(runtime.Object) {
+	return func(obj runtime.Object) { f(obj.(T)) }
+}
+
+func mutate2[T runtime.Object](f func(obj, old T)) func(obj, old runtime.Object) {
+	return func(obj, old runtime.Object) { f(obj.(T), old.(T)) }
+}
+
+func validate[T runtime.Object](f func(T) field.ErrorList) func(runtime.Object) field.ErrorList {
+	return func(obj runtime.Object) field.ErrorList { return f(obj.(T)) }
+}
+
+func validate2[T runtime.Object](f func(obj, old T) field.ErrorList) func(obj, old runtime.Object) field.ErrorList {
+	return func(obj, old runtime.Object) field.ErrorList { return f(obj.(T), old.(T)) }
+}
+
+func changed[T runtime.Object](f func(obj, old T) bool) func(obj, old runtime.Object) bool {
+	return func(obj, old runtime.Object) bool { return f(obj.(T), old.(T)) }
+}
+
+func selectable[T runtime.Object](f func(T) fields.Set) func(runtime.Object) fields.Set {
+	return func(obj runtime.Object) fields.Set { return f(obj.(T)) }
+}
+
+func row[T runtime.Object](f func(T, time.Time) []interface{}) func(runtime.Object, time.Time) []interface{} {
+	return func(obj runtime.Object, now time.Time) []interface{} { return f(obj.(T), now) }
+}
+
+// allVerbs is what discovery lists for an ordinary stored resource.
+func allVerbs() []string {
+	return []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+}
+
+// verbsWithoutDeleteCollection is for namespaces and services, which upstream
+// does not let clients delete as a collection.
+func verbsWithoutDeleteCollection() []string {
+	return []string{"create", "delete", "get", "list", "patch", "update", "watch"}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// validateMeta validates metadata on create the way core's ValidateObjectMeta
+// does: the generic checks plus Kubernetes' rule for unqualified finalizer
+// names. It expects generateName to have been turned into a name already.
+func validateMeta(obj metav1.Object, namespaced bool, nameFn apivalidation.ValidateNameFunc) field.ErrorList {
+	path := field.NewPath("metadata")
+	errs := apivalidation.ValidateObjectMetaAccessor(obj, namespaced, nameFn, path)
+	return append(errs, validateKubeFinalizerNames(obj.GetFinalizers(), path.Child("finalizers"))...)
+}
+
+// validateMetaUpdate validates metadata on update (immutable name, namespace,
+// uid, creationTimestamp...), plus the finalizer-name rule.
+func validateMetaUpdate(obj, old metav1.Object) field.ErrorList {
+	path := field.NewPath("metadata")
+	errs := apivalidation.ValidateObjectMetaAccessorUpdate(obj, old, path)
+	return append(errs, validateKubeFinalizerNames(obj.GetFinalizers(), path.Child("finalizers"))...)
+}
+
+func validateKubeFinalizerNames(finalizers []string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, f := range finalizers {
+		errs = append(errs, validateKubeFinalizerName(f, path.Index(i))...)
+	}
+	return errs
+}
+
+// validateKubeFinalizerName rejects unqualified finalizer names other than
+// the few Kubernetes itself defines.
+func validateKubeFinalizerName(name string, path *field.Path) field.ErrorList {
+	if strings.Contains(name, "/") {
+		return nil
+	}
+	switch name {
+	case string(corev1.FinalizerKubernetes), metav1.FinalizerOrphanDependents, metav1.FinalizerDeleteDependents:
+		return nil
+	}
+	return field.ErrorList{field.Invalid(path, name, "name is neither a standard finalizer name nor is it fully qualified")}
+}
+
+// keepMetaForStatus makes a status update leave metadata alone: dst becomes a
+// copy of old except for the resourceVersion, which the client sends for
+// optimistic concurrency.
+func keepMetaForStatus(dst, old *metav1.ObjectMeta) {
+	rv := dst.ResourceVersion
+	*dst = *old.DeepCopy()
+	dst.ResourceVersion = rv
+}
+
+func dns1123Label(value string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(value) {
+		errs = append(errs, field.Invalid(path, value, msg))
+	}
+	return errs
+}
+
+func dns1123Subdomain(value string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(value) {
+		errs = append(errs, field.Invalid(path, value, msg))
+	}
+	return errs
+}
+
+func qualifiedName(value string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsQualifiedName(value) {
+		errs = append(errs, field.Invalid(path, value, msg))
+	}
+	return errs
+}
+
+func nonNegative(value int64, path *field.Path) field.ErrorList {
+	return apivalidation.ValidateNonnegativeField(value, path)
+}
+
+// age renders how long ago ts was, like kubectl's AGE column.
+func age(ts metav1.Time, now time.Time) string {
+	if ts.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(ts.Time))
+}
+
+func microAge(ts metav1.MicroTime, now time.Time) string {
+	if ts.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(ts.Time))
+}

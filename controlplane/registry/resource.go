@@ -1,0 +1,116 @@
+// Package registry describes every API resource the control plane serves:
+// its names, its Go types, and the per-resource rules (defaults, the
+// spec/status split, validation, field selectors, table columns) that the
+// generic API handlers apply. Everything here is pure: no storage, no HTTP.
+package registry
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Resource is one served resource (for example apps/v1 deployments).
+//
+// The generic handlers call the hooks in this order:
+//   - create: Default, PrepareForCreate, Validate
+//   - update of the main resource: Default, PrepareForUpdate, ValidateUpdate
+//   - update of the status subresource: PrepareForStatusUpdate, ValidateStatusUpdate
+//   - update of namespaces/finalize: PrepareForFinalizeUpdate, ValidateFinalizeUpdate
+//
+// Default is not called for subresource updates; PrepareForStatusUpdate
+// applies what defaulting the status needs itself.
+//
+// Nil hooks are skipped; the handlers themselves take care of the metadata
+// every object shares (uid, creationTimestamp, resourceVersion, generation,
+// finalizers and deletion).
+type Resource struct {
+	GroupVersion schema.GroupVersion
+	// Name is the plural lower-case resource name used in URLs ("pods").
+	Name       string
+	Kind       string
+	ListKind   string
+	Namespaced bool
+	ShortNames []string
+	// Categories such as "all" (kubectl get all).
+	Categories []string
+	// Verbs this resource supports, as listed in discovery.
+	Verbs []string
+
+	New     func() runtime.Object
+	NewList func() runtime.Object
+
+	// Subresources served besides the main resource, e.g. "status", "scale", "binding".
+	Subresources []string
+
+	// TrackGeneration makes the handlers set metadata.generation to 1 on
+	// create and bump it whenever the spec changes.
+	TrackGeneration bool
+
+	// Default fills in defaults the way upstream defaulting does.
+	Default func(obj runtime.Object)
+	// PrepareForCreate resets what a user may not set on create (usually status).
+	PrepareForCreate func(obj runtime.Object)
+	// PrepareForUpdate keeps what the main resource may not change (usually status: copied from old).
+	PrepareForUpdate func(obj, old runtime.Object)
+	// PrepareForStatusUpdate keeps what a status update may not change (spec and most metadata).
+	PrepareForStatusUpdate func(obj, old runtime.Object)
+
+	Validate             func(obj runtime.Object) field.ErrorList
+	ValidateUpdate       func(obj, old runtime.Object) field.ErrorList
+	ValidateStatusUpdate func(obj, old runtime.Object) field.ErrorList
+
+	// PrepareForFinalizeUpdate and ValidateFinalizeUpdate serve the
+	// namespaces/finalize subresource, which changes spec.finalizers and
+	// nothing else (nil for every other resource).
+	PrepareForFinalizeUpdate func(obj, old runtime.Object)
+	ValidateFinalizeUpdate   func(obj, old runtime.Object) field.ErrorList
+
+	// SpecChanged reports whether the generation-relevant part changed
+	// (used when TrackGeneration is set).
+	SpecChanged func(obj, old runtime.Object) bool
+
+	// Fields returns the field-selector fields beyond metadata.name and
+	// metadata.namespace (which the handlers add themselves).
+	Fields func(obj runtime.Object) fields.Set
+
+	// Columns and Row produce server-side table output (kubectl get). Row
+	// returns every cell, the name included, in Columns order. Columns with
+	// Priority 1 are shown only by -o wide.
+	Columns []metav1.TableColumnDefinition
+	Row     func(obj runtime.Object, now time.Time) []interface{}
+}
+
+// GroupVersionKind returns the resource's kind with its group and version.
+func (r *Resource) GroupVersionKind() schema.GroupVersionKind {
+	return r.GroupVersion.WithKind(r.Kind)
+}
+
+// GroupVersionResource returns the resource with its group and version.
+func (r *Resource) GroupVersionResource() schema.GroupVersionResource {
+	return r.GroupVersion.WithResource(r.Name)
+}
+
+// HasSubresource reports whether sub is served for this resource.
+func (r *Resource) HasSubresource(sub string) bool {
+	for _, s := range r.Subresources {
+		if s == sub {
+			return true
+		}
+	}
+	return false
+}
+
+// Options tunes the behaviour of the registry that operators may change.
+type Options struct {
+	// DefaultNotReadyTolerationSeconds and DefaultUnreachableTolerationSeconds
+	// are the tolerationSeconds that pod admission adds for the
+	// node.kubernetes.io/not-ready and node.kubernetes.io/unreachable NoExecute
+	// taints, as upstream's DefaultTolerationSeconds plugin does (300 each).
+	DefaultNotReadyTolerationSeconds    int64
+	DefaultUnreachableTolerationSeconds int64
+}

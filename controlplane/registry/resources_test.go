@@ -1,0 +1,89 @@
+package registry
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+)
+
+func TestAllResources(t *testing.T) {
+	tests := []struct {
+		name, gv, kind string
+		namespaced     bool
+		short          []string
+		subresources   []string
+		collection     bool
+		all            bool
+		generation     bool
+	}{
+		{"namespaces", "v1", "Namespace", false, []string{"ns"}, []string{"status", "finalize"}, false, false, false},
+		{"pods", "v1", "Pod", true, []string{"po"}, []string{"status", "binding"}, true, true, false},
+		{"nodes", "v1", "Node", false, []string{"no"}, []string{"status"}, true, false, false},
+		{"services", "v1", "Service", true, []string{"svc"}, []string{"status"}, false, true, false},
+		{"endpoints", "v1", "Endpoints", true, []string{"ep"}, nil, true, false, false},
+		{"configmaps", "v1", "ConfigMap", true, []string{"cm"}, nil, true, false, false},
+		{"secrets", "v1", "Secret", true, nil, nil, true, false, false},
+		{"events", "v1", "Event", true, []string{"ev"}, nil, true, false, false},
+		{"serviceaccounts", "v1", "ServiceAccount", true, []string{"sa"}, nil, true, false, false},
+		{"deployments", "apps/v1", "Deployment", true, []string{"deploy"}, []string{"status", "scale"}, true, true, true},
+		{"replicasets", "apps/v1", "ReplicaSet", true, []string{"rs"}, []string{"status", "scale"}, true, true, true},
+		{"leases", "coordination.k8s.io/v1", "Lease", true, nil, nil, true, false, false},
+		{"endpointslices", "discovery.k8s.io/v1", "EndpointSlice", true, nil, nil, true, false, false},
+	}
+	if n := len(All(DefaultOptions())); n != len(tests) {
+		t.Errorf("All returned %d resources, want %d", n, len(tests))
+	}
+	for _, tt := range tests {
+		r := resourceByName(t, tt.name)
+		if r.GroupVersion.String() != tt.gv || r.Kind != tt.kind || r.ListKind != tt.kind+"List" || r.Namespaced != tt.namespaced {
+			t.Errorf("%s: %s %s/%s namespaced=%v", tt.name, r.GroupVersion, r.Kind, r.ListKind, r.Namespaced)
+		}
+		if !reflect.DeepEqual(r.ShortNames, tt.short) || !reflect.DeepEqual(r.Subresources, tt.subresources) {
+			t.Errorf("%s: short names %v, subresources %v", tt.name, r.ShortNames, r.Subresources)
+		}
+		if has := contains(r.Verbs, "deletecollection"); has != tt.collection || len(r.Verbs) < 7 {
+			t.Errorf("%s: verbs %v", tt.name, r.Verbs)
+		}
+		if contains(r.Categories, "all") != tt.all || r.TrackGeneration != tt.generation || (tt.generation && r.SpecChanged == nil) {
+			t.Errorf("%s: categories %v, generation %v", tt.name, r.Categories, r.TrackGeneration)
+		}
+		if r.Validate == nil || r.ValidateUpdate == nil || (r.HasSubresource("status") && (r.PrepareForStatusUpdate == nil || r.ValidateStatusUpdate == nil)) {
+			t.Errorf("%s: missing hooks", tt.name)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestFields(t *testing.T) {
+	pod := newPod(ctr("app", "nginx"))
+	pod.Spec.NodeName = "n1"
+	pod.Spec.HostNetwork = true
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.PodIPs = []corev1.PodIP{{IP: "10.1.0.7"}}
+	want := fields.Set{
+		"spec.nodeName": "n1", "spec.restartPolicy": "", "spec.schedulerName": "", "spec.serviceAccountName": "",
+		"spec.hostNetwork": "true", "status.phase": "Running", "status.podIP": "10.1.0.7", "status.nominatedNodeName": "",
+	}
+	if got := resourceByName(t, "pods").Fields(pod); !reflect.DeepEqual(got, want) {
+		t.Errorf("pod fields = %v", got)
+	}
+	ev := &corev1.Event{InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "p"}, ReportingController: "kubelet", Type: "Warning"}
+	if got := resourceByName(t, "events").Fields(ev); got["source"] != "kubelet" || got["involvedObject.kind"] != "Pod" || got["type"] != "Warning" {
+		t.Errorf("event fields = %v", got)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: corev1.NodeSpec{Unschedulable: true}}
+	if got := resourceByName(t, "nodes").Fields(node); got["spec.unschedulable"] != "true" {
+		t.Errorf("node fields = %v", got)
+	}
+}
