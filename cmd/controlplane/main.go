@@ -1,0 +1,97 @@
+// Command controlplane runs the nodelet control plane: the Kubernetes API
+// server on embedded bbolt storage (controllers and scheduler to come).
+//
+//	controlplane --data-dir DIR [--bind-address IP] [--secure-port PORT] [--tls-san NAME]...
+//	controlplane kubeconfig --data-dir DIR --user NAME [--group G]... [--server URL]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/nodelet/nodelet/controlplane"
+	"github.com/nodelet/nodelet/controlplane/pki"
+	"github.com/nodelet/nodelet/controlplane/registry"
+)
+
+func main() {
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "kubeconfig" {
+		err = kubeconfig(os.Args[2:])
+	} else {
+		err = run(os.Args[1:])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "controlplane:", err)
+		os.Exit(1)
+	}
+}
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, strings.Split(v, ",")...); return nil }
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
+	cfg := controlplane.Config{Registry: registry.DefaultOptions()}
+	var sans stringList
+	fs.StringVar(&cfg.DataDir, "data-dir", "/var/lib/nodelet-controlplane", "directory for state, certificates and kubeconfigs")
+	fs.StringVar(&cfg.BindAddress, "bind-address", "0.0.0.0", "address to serve HTTPS on")
+	fs.IntVar(&cfg.SecurePort, "secure-port", 6443, "port to serve HTTPS on")
+	fs.Var(&sans, "tls-san", "extra DNS name or IP for the serving certificate (repeatable)")
+	fs.StringVar(&cfg.TokenAuthFile, "token-auth-file", "", "static bearer tokens: token,user,uid,\"group1,group2\" per line")
+	fs.StringVar(&cfg.ServiceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "CIDR that Service cluster IPs are allocated from")
+	fs.Int64Var(&cfg.Registry.DefaultNotReadyTolerationSeconds, "default-not-ready-toleration-seconds", 300, "tolerationSeconds added to pods for the not-ready taint")
+	fs.Int64Var(&cfg.Registry.DefaultUnreachableTolerationSeconds, "default-unreachable-toleration-seconds", 300, "tolerationSeconds added to pods for the unreachable taint")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg.TLSSANs = sans
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cp, err := controlplane.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return cp.Run(ctx)
+}
+
+// kubeconfig prints a kubeconfig with a freshly signed client certificate.
+func kubeconfig(args []string) error {
+	fs := flag.NewFlagSet("controlplane kubeconfig", flag.ContinueOnError)
+	dataDir := fs.String("data-dir", "/var/lib/nodelet-controlplane", "the control plane's data directory (holds the CA)")
+	user := fs.String("user", "", "user name (certificate common name)")
+	server := fs.String("server", "https://127.0.0.1:6443", "API server URL to put in the kubeconfig")
+	var groups stringList
+	fs.Var(&groups, "group", "group (certificate organization), repeatable")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *user == "" {
+		return errors.New("--user is required")
+	}
+	bundle, err := pki.LoadCA(*dataDir)
+	if err != nil {
+		return err
+	}
+	data, err := bundle.Kubeconfig(*server, *user, groups)
+	if err != nil {
+		return err
+	}
+	_, err = os.Stdout.Write(data)
+	return err
+}

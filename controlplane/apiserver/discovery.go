@@ -1,0 +1,124 @@
+package apiserver
+
+import (
+	"net/http"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/nodelet/nodelet/controlplane/registry"
+)
+
+// Discovery is served in the legacy form (APIVersions, APIGroupList,
+// APIResourceList). Clients that ask for aggregated discovery first get a
+// plain application/json answer and fall back to it, as they do with any
+// server that lacks aggregated discovery.
+
+func (s *Server) serverAddresses(r *http.Request) []metav1.ServerAddressByClientCIDR {
+	return []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: r.Host}}
+}
+
+func (s *Server) serveCoreVersions(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, &metav1.APIVersions{
+		TypeMeta:                   metav1.TypeMeta{Kind: "APIVersions"},
+		Versions:                   []string{"v1"},
+		ServerAddressByClientCIDRs: s.serverAddresses(r),
+	})
+}
+
+// groups returns the served API groups (not the core group), sorted.
+func (s *Server) groups() []metav1.APIGroup {
+	versions := map[string][]string{}
+	for gv := range s.resources {
+		if gv.Group != "" {
+			versions[gv.Group] = append(versions[gv.Group], gv.Version)
+		}
+	}
+	names := make([]string, 0, len(versions))
+	for g := range versions {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	var out []metav1.APIGroup
+	for _, g := range names {
+		vs := versions[g]
+		sort.Sort(sort.Reverse(sort.StringSlice(vs)))
+		group := metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: g}
+		for _, v := range vs {
+			group.Versions = append(group.Versions, metav1.GroupVersionForDiscovery{GroupVersion: g + "/" + v, Version: v})
+		}
+		group.PreferredVersion = group.Versions[0]
+		out = append(out, group)
+	}
+	return out
+}
+
+func (s *Server) serveGroups(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, &metav1.APIGroupList{
+		TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"},
+		Groups:   s.groups(),
+	})
+}
+
+func (s *Server) serveGroup(w http.ResponseWriter, r *http.Request, name string) {
+	for _, g := range s.groups() {
+		if g.Name == name {
+			writeJSON(w, http.StatusOK, &g)
+			return
+		}
+	}
+	writeError(w, apierrors.NewNotFound(schema.GroupResource{}, ""))
+}
+
+func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request, path string) {
+	var gv schema.GroupVersion
+	if path == "/api/v1" {
+		gv = schema.GroupVersion{Version: "v1"}
+	} else {
+		parts := strings.Split(strings.TrimPrefix(path, "/apis/"), "/")
+		gv = schema.GroupVersion{Group: parts[0], Version: parts[1]}
+	}
+	resources, ok := s.resources[gv]
+	if !ok {
+		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, ""))
+		return
+	}
+	writeJSON(w, http.StatusOK, resourceList(gv, resources))
+}
+
+var subresourceVerbs = map[string][]string{
+	"status":   {"get", "patch", "update"},
+	"scale":    {"get", "patch", "update"},
+	"binding":  {"create"},
+	"finalize": {"update"},
+}
+
+func resourceList(gv schema.GroupVersion, resources map[string]*registry.Resource) *metav1.APIResourceList {
+	list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String()}
+	names := make([]string, 0, len(resources))
+	for n := range resources {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		res := resources[n]
+		list.APIResources = append(list.APIResources, metav1.APIResource{
+			Name: res.Name, SingularName: strings.ToLower(res.Kind), Namespaced: res.Namespaced,
+			Kind: res.Kind, Verbs: res.Verbs, ShortNames: res.ShortNames, Categories: res.Categories,
+		})
+		for _, sub := range res.Subresources {
+			ar := metav1.APIResource{Name: res.Name + "/" + sub, Namespaced: res.Namespaced, Kind: res.Kind, Verbs: subresourceVerbs[sub]}
+			switch sub {
+			case "scale":
+				ar.Group, ar.Version, ar.Kind = "autoscaling", "v1", "Scale"
+			case "binding":
+				ar.Kind = "Binding"
+			}
+			list.APIResources = append(list.APIResources, ar)
+		}
+	}
+	return list
+}

@@ -1,0 +1,90 @@
+package apiserver
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodelet/nodelet/controlplane/pki"
+	"github.com/nodelet/nodelet/controlplane/registry"
+	"github.com/nodelet/nodelet/controlplane/storage"
+	"github.com/nodelet/nodelet/controlplane/storage/bolt"
+)
+
+// testEnv is an in-process API server on real bbolt and real TLS.
+type testEnv struct {
+	srv    *Server
+	store  *bolt.Store
+	ts     *httptest.Server
+	config *rest.Config
+}
+
+func newTestEnv(tb testing.TB, hub storage.HubOptions, wrap func(http.Handler) http.Handler) *testEnv {
+	tb.Helper()
+	dir := tb.TempDir()
+	bundle, err := pki.Ensure(pki.Config{Dir: dir})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	store, err := bolt.Open(bolt.Config{Path: filepath.Join(dir, "state.db"), Hub: hub})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := New(Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
+		Authn: Authenticators{CertAuthenticator{}}, Authz: AllowAuthenticated{}, Log: log})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.ensureDefaults(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	var h http.Handler = srv.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ts := httptest.NewUnstartedServer(h)
+	ts.TLS = bundle.TLSConfig()
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	certPEM, keyPEM, err := bundle.SignClientCert("admin", []string{"system:masters"}, time.Hour)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	env := &testEnv{srv: srv, store: store, ts: ts, config: &rest.Config{
+		Host: ts.URL, QPS: -1,
+		TLSClientConfig: rest.TLSClientConfig{CAData: bundle.CAPEM(), CertData: certPEM, KeyData: keyPEM},
+	}}
+	tb.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+		store.Close()
+	})
+	return env
+}
+
+func (e *testEnv) clientset(tb testing.TB) *kubernetes.Clientset {
+	cs, err := kubernetes.NewForConfig(e.config)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cs
+}
+
+func newClientset(tb testing.TB, cfg *rest.Config) *kubernetes.Clientset {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cs
+}

@@ -1,0 +1,129 @@
+package apiserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+)
+
+// readPatch reads a PATCH body and tells its patch type.
+func (s *Server) readPatch(r *http.Request) (string, []byte, error) {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return "", nil, unsupportedMediaType(ct)
+	}
+	switch types.PatchType(mt) {
+	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
+	case types.ApplyYAMLPatchType, types.ApplyCBORPatchType:
+		err := unsupportedMediaType(ct)
+		err.(*apierrors.StatusError).ErrStatus.Message = "server-side apply is not supported by this server yet; use client-side apply (kubectl apply without --server-side)"
+		return "", nil, err
+	default:
+		return "", nil, unsupportedMediaType(ct)
+	}
+	body, err := readBody(r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return "", nil, err
+	}
+	return mt, body, nil
+}
+
+// applyPatch applies patch to the JSON document cur. schemaObj is a value
+// of the document's Go type, which strategic merge patch reads its merge
+// keys from.
+func applyPatch(patchType string, cur, patch []byte, schemaObj any) ([]byte, error) {
+	var out []byte
+	var err error
+	switch types.PatchType(patchType) {
+	case types.JSONPatchType:
+		p, derr := jsonpatch.DecodePatch(patch)
+		if derr != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid JSON patch: %v", derr))
+		}
+		out, err = p.Apply(cur)
+	case types.MergePatchType:
+		if !json.Valid(patch) {
+			return nil, apierrors.NewBadRequest("invalid merge patch: body is not JSON")
+		}
+		out, err = jsonpatch.MergePatch(cur, patch)
+	case types.StrategicMergePatchType:
+		if !json.Valid(patch) {
+			return nil, apierrors.NewBadRequest("invalid strategic merge patch: body is not JSON")
+		}
+		out, err = strategicpatch.StrategicMergePatch(cur, patch, schemaObj)
+	default:
+		return nil, unsupportedMediaType(patchType)
+	}
+	if err != nil {
+		return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", schema.GroupResource{}, "", err.Error(), 0, false)
+	}
+	return out, nil
+}
+
+// patchPinsRV reports whether the patch itself sets metadata.resourceVersion,
+// which makes it a conditional patch (no retry on conflict).
+func patchPinsRV(patchType string, patch []byte) bool {
+	if types.PatchType(patchType) == types.JSONPatchType {
+		return bytes.Contains(patch, []byte("/metadata/resourceVersion"))
+	}
+	var doc struct {
+		Metadata struct {
+			ResourceVersion *string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	return json.Unmarshal(patch, &doc) == nil && doc.Metadata.ResourceVersion != nil
+}
+
+func (s *Server) servePatch(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+	res := info.Resource
+	patchType, patch, err := s.readPatch(r)
+	if err != nil {
+		return err
+	}
+	directive, err := fieldValidation(r)
+	if err != nil {
+		return err
+	}
+	pinned := patchPinsRV(patchType, patch)
+	out, err := s.update(r.Context(), res, info.Namespace, info.Name, info.Subresource, isDryRun(r), func(cur runtime.Object) (runtime.Object, error) {
+		curJSON, err := json.Marshal(cur)
+		if err != nil {
+			return nil, err
+		}
+		patched, err := applyPatch(patchType, curJSON, patch, res.New())
+		if err != nil {
+			return nil, err
+		}
+		obj := res.New()
+		warnings, err := decodeJSON(patched, obj, directive)
+		if err != nil {
+			return nil, err
+		}
+		addWarnings(w, warnings)
+		if err := checkKind(obj, res); err != nil {
+			return nil, err
+		}
+		m := accessor(obj)
+		if m.GetName() != info.Name {
+			return nil, apierrors.NewBadRequest("the name of an object cannot be changed by a patch")
+		}
+		if !pinned {
+			m.SetResourceVersion("")
+		}
+		return obj, nil
+	})
+	if err != nil {
+		return err
+	}
+	return s.writeObject(w, r, http.StatusOK, res, out)
+}

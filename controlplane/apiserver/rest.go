@@ -1,0 +1,424 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/nodelet/nodelet/controlplane/registry"
+	"github.com/nodelet/nodelet/controlplane/storage"
+)
+
+// serveResource dispatches one resource request by verb and subresource.
+func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requestInfo) {
+	res := info.Resource
+	if res == nil {
+		writeError(w, apierrors.NewNotFound(schemaGR(info.GV.Group, info.ResourceArg), ""))
+		return
+	}
+	if !res.Namespaced && info.Namespace != "" {
+		writeError(w, apierrors.NewNotFound(groupResource(res), info.Name))
+		return
+	}
+	if info.Subresource != "" && !res.HasSubresource(info.Subresource) {
+		writeError(w, apierrors.NewNotFound(groupResource(res), info.Name+"/"+info.Subresource))
+		return
+	}
+	var err error
+	switch {
+	case info.Subresource == "scale":
+		err = s.serveScale(w, r, info)
+	case info.Subresource == "binding":
+		err = s.serveBinding(w, r, info)
+	case info.Subresource == "finalize":
+		err = s.serveFinalize(w, r, info)
+	default:
+		err = s.serveVerb(w, r, info)
+	}
+	if err != nil {
+		var status apierrors.APIStatus
+		if !errors.As(err, &status) {
+			s.log.Error("request failed", "verb", info.Verb, "resource", res.Name, "namespace", info.Namespace, "name", info.Name, "err", err)
+		}
+		writeError(w, err)
+	}
+}
+
+func (s *Server) serveVerb(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+	switch info.Verb {
+	case "get":
+		obj, _, err := s.getObject(r.Context(), info.Resource, info.Namespace, info.Name)
+		if err != nil {
+			return err
+		}
+		return s.writeObject(w, r, http.StatusOK, info.Resource, obj)
+	case "list":
+		return s.serveList(w, r, info)
+	case "watch":
+		return s.serveWatch(w, r, info)
+	case "create":
+		if info.Subresource != "" || info.Name != "" {
+			return apierrors.NewMethodNotSupported(groupResource(info.Resource), "create")
+		}
+		return s.serveCreate(w, r, info)
+	case "update":
+		return s.serveUpdate(w, r, info)
+	case "patch":
+		return s.servePatch(w, r, info)
+	case "delete":
+		if info.Subresource != "" {
+			return apierrors.NewMethodNotSupported(groupResource(info.Resource), "delete")
+		}
+		return s.serveDelete(w, r, info)
+	case "deletecollection":
+		return s.serveDeleteCollection(w, r, info)
+	}
+	return apierrors.NewMethodNotSupported(groupResource(info.Resource), r.Method)
+}
+
+// decodeObject decodes a request body into a new object of res's type and
+// checks that its apiVersion and kind, if given, are res's.
+func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, res *registry.Resource) (runtime.Object, error) {
+	directive, err := fieldValidation(r)
+	if err != nil {
+		return nil, err
+	}
+	obj := res.New()
+	warnings, err := s.decodeBody(r, obj, directive)
+	if err != nil {
+		return nil, err
+	}
+	addWarnings(w, warnings)
+	if err := checkKind(obj, res); err != nil {
+		return nil, err
+	}
+	setTypeMeta(res, obj)
+	return obj, nil
+}
+
+func checkKind(obj runtime.Object, res *registry.Resource) error {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	want := res.GroupVersionKind()
+	if gvk.Kind != "" && gvk.Kind != want.Kind {
+		return apierrors.NewBadRequest(fmt.Sprintf("the kind in the request body (%s) does not match the expected kind (%s)", gvk.Kind, want.Kind))
+	}
+	if gvk.Version != "" && gvk.GroupVersion() != want.GroupVersion() {
+		return apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", gvk.GroupVersion(), want.GroupVersion()))
+	}
+	return nil
+}
+
+func isDryRun(r *http.Request) bool {
+	for _, v := range r.URL.Query()["dryRun"] {
+		if v == "All" {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) serveCreate(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+	res := info.Resource
+	obj, err := s.decodeObject(w, r, res)
+	if err != nil {
+		return err
+	}
+	m := accessor(obj)
+	if res.Namespaced {
+		if m.GetNamespace() != "" && m.GetNamespace() != info.Namespace {
+			return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+		m.SetNamespace(info.Namespace)
+	} else {
+		m.SetNamespace("")
+	}
+	out, err := s.create(r.Context(), res, obj, isDryRun(r))
+	if err != nil {
+		return err
+	}
+	return s.writeObject(w, r, http.StatusCreated, res, out)
+}
+
+// create runs the create path for obj: name generation, admission,
+// defaults, validation and storage. Whatever admission reserved is given
+// back when the object is not stored.
+func (s *Server) create(ctx context.Context, res *registry.Resource, obj runtime.Object, dryRun bool) (runtime.Object, error) {
+	m := accessor(obj)
+	generated := m.GetName() == "" && m.GetGenerateName() != ""
+	for attempt := 0; ; attempt++ {
+		if generated {
+			m.SetName(m.GetGenerateName() + utilrand.String(5))
+		}
+		err := s.createOnce(ctx, res, obj, dryRun)
+		if errors.Is(err, storage.ErrExists) {
+			if generated && attempt < 3 {
+				continue
+			}
+			return nil, apierrors.NewAlreadyExists(groupResource(res), m.GetName())
+		}
+		if err != nil {
+			return nil, err
+		}
+		return obj, nil
+	}
+}
+
+func (s *Server) createOnce(ctx context.Context, res *registry.Resource, obj runtime.Object, dryRun bool) (err error) {
+	m := accessor(obj)
+	prepareCreateMeta(res, m)
+	if err := s.admission.admitCreate(ctx, res, obj); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil || dryRun {
+			s.admission.release(res, obj)
+		}
+	}()
+	if res.Default != nil {
+		res.Default(obj)
+	}
+	if res.PrepareForCreate != nil {
+		res.PrepareForCreate(obj)
+	}
+	if err := validateCreate(res, obj); err != nil {
+		return err
+	}
+	if dryRun {
+		return nil
+	}
+	data, err := encodeForStorage(obj)
+	if err != nil {
+		return err
+	}
+	rev, err := s.store.Create(ctx, objectKey(res, m.GetNamespace(), m.GetName()), data)
+	if err != nil {
+		return err
+	}
+	setRV(obj, rev)
+	return nil
+}
+
+func prepareCreateMeta(res *registry.Resource, m metav1.Object) {
+	m.SetUID(types.UID(uuid.NewUUID()))
+	m.SetCreationTimestamp(metav1.Now())
+	m.SetDeletionTimestamp(nil)
+	m.SetDeletionGracePeriodSeconds(nil)
+	m.SetResourceVersion("")
+	m.SetSelfLink("")
+	m.SetManagedFields(nil)
+	if res.TrackGeneration {
+		m.SetGeneration(1)
+	} else {
+		m.SetGeneration(0)
+	}
+}
+
+func validateCreate(res *registry.Resource, obj runtime.Object) error {
+	m := accessor(obj)
+	if m.GetName() == "" {
+		return apierrors.NewInvalid(res.GroupVersionKind().GroupKind(), "", fieldRequired("metadata.name", "name or generateName is required"))
+	}
+	if res.Validate == nil {
+		return nil
+	}
+	if errs := res.Validate(obj); len(errs) > 0 {
+		return apierrors.NewInvalid(res.GroupVersionKind().GroupKind(), m.GetName(), errs)
+	}
+	return nil
+}
+
+func (s *Server) serveUpdate(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+	res := info.Resource
+	obj, err := s.decodeObject(w, r, res)
+	if err != nil {
+		return err
+	}
+	m := accessor(obj)
+	if m.GetName() != info.Name {
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), info.Name))
+	}
+	if res.Namespaced && m.GetNamespace() != "" && m.GetNamespace() != info.Namespace {
+		return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	out, err := s.update(r.Context(), res, info.Namespace, info.Name, info.Subresource, isDryRun(r),
+		func(cur runtime.Object) (runtime.Object, error) { return obj, nil })
+	if err != nil {
+		return err
+	}
+	return s.writeObject(w, r, http.StatusOK, res, out)
+}
+
+// update is a guaranteed update: it reads the current object, lets fn
+// produce the new one, applies the update rules of res (or of its status
+// subresource), and writes it if anything changed. A conflict is retried
+// unless the new object pins a resourceVersion, which then must be current.
+func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, sub string, dryRun bool,
+	fn func(cur runtime.Object) (runtime.Object, error)) (runtime.Object, error) {
+	for attempt := 0; ; attempt++ {
+		cur, kv, err := s.getObject(ctx, res, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		obj, err := fn(cur.DeepCopyObject())
+		if err != nil {
+			return nil, err
+		}
+		m := accessor(obj)
+		pinned := m.GetResourceVersion() != ""
+		if pinned && m.GetResourceVersion() != accessor(cur).GetResourceVersion() {
+			return nil, conflict(res, name)
+		}
+		m.SetResourceVersion(accessor(cur).GetResourceVersion())
+		setTypeMeta(res, obj)
+		if err := s.prepareUpdate(res, sub, obj, cur); err != nil {
+			return nil, err
+		}
+		out, err := s.storeUpdate(ctx, res, obj, cur, kv, dryRun)
+		if errors.Is(err, storage.ErrConflict) {
+			if pinned || attempt > 20 {
+				return nil, conflict(res, name)
+			}
+			continue
+		}
+		return out, err
+	}
+}
+
+// subRaw makes update skip the resource's update rules: for server-side
+// changes (binding, finalize) that the rules would forbid to users.
+const subRaw = "(raw)"
+
+func conflict(res *registry.Resource, name string) error {
+	return apierrors.NewConflict(groupResource(res), name,
+		errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+}
+
+// prepareUpdate applies the update rules: immutable metadata, the
+// spec/status split, defaults, generation, validation.
+func (s *Server) prepareUpdate(res *registry.Resource, sub string, obj, cur runtime.Object) error {
+	m, old := accessor(obj), accessor(cur)
+	m.SetNamespace(old.GetNamespace())
+	m.SetUID(old.GetUID())
+	m.SetCreationTimestamp(old.GetCreationTimestamp())
+	m.SetDeletionTimestamp(old.GetDeletionTimestamp())
+	m.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
+	m.SetGeneration(old.GetGeneration())
+	m.SetSelfLink("")
+	m.SetManagedFields(nil)
+	if old.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) > len(old.GetFinalizers()) {
+		return apierrors.NewForbidden(groupResource(res), m.GetName(),
+			errors.New("no new finalizers can be added if the object is being deleted"))
+	}
+	gk := res.GroupVersionKind().GroupKind()
+	if sub == subRaw {
+		return nil
+	}
+	if sub == "finalize" {
+		if res.PrepareForFinalizeUpdate != nil {
+			res.PrepareForFinalizeUpdate(obj, cur)
+		}
+		if res.ValidateFinalizeUpdate != nil {
+			if errs := res.ValidateFinalizeUpdate(obj, cur); len(errs) > 0 {
+				return apierrors.NewInvalid(gk, m.GetName(), errs)
+			}
+		}
+		return nil
+	}
+	if sub == "status" {
+		if res.PrepareForStatusUpdate != nil {
+			res.PrepareForStatusUpdate(obj, cur)
+		}
+		if res.ValidateStatusUpdate != nil {
+			if errs := res.ValidateStatusUpdate(obj, cur); len(errs) > 0 {
+				return apierrors.NewInvalid(gk, m.GetName(), errs)
+			}
+		}
+		return nil
+	}
+	if res.Default != nil {
+		res.Default(obj)
+	}
+	if res.PrepareForUpdate != nil {
+		res.PrepareForUpdate(obj, cur)
+	}
+	if res.TrackGeneration && res.SpecChanged != nil && res.SpecChanged(obj, cur) {
+		m.SetGeneration(old.GetGeneration() + 1)
+	}
+	if res.ValidateUpdate != nil {
+		if errs := res.ValidateUpdate(obj, cur); len(errs) > 0 {
+			return apierrors.NewInvalid(gk, m.GetName(), errs)
+		}
+	}
+	return nil
+}
+
+// storeUpdate writes obj over cur (read at kv). It skips writes that change
+// nothing, and removes an object whose deletion was only waiting for its
+// finalizers.
+func (s *Server) storeUpdate(ctx context.Context, res *registry.Resource, obj, cur runtime.Object, kv storage.KV, dryRun bool) (runtime.Object, error) {
+	m := accessor(obj)
+	data, err := encodeForStorage(obj)
+	if err != nil {
+		return nil, err
+	}
+	if string(data) == string(kv.Value) {
+		return cur, nil
+	}
+	if dryRun {
+		return obj, nil
+	}
+	key := objectKey(res, m.GetNamespace(), m.GetName())
+	if finalizedForDeletion(res, obj) {
+		rev, _, err := s.store.Delete(ctx, key, kv.ModRevision)
+		if err != nil {
+			return nil, err
+		}
+		s.admission.release(res, obj)
+		setRV(obj, rev)
+		return obj, nil
+	}
+	rev, err := s.store.Update(ctx, key, data, kv.ModRevision)
+	if err != nil {
+		return nil, err
+	}
+	setRV(obj, rev)
+	return obj, nil
+}
+
+// finalizedForDeletion: an object being deleted goes away once no finalizer
+// and no grace period hold it.
+func finalizedForDeletion(res *registry.Resource, obj runtime.Object) bool {
+	m := accessor(obj)
+	if m.GetDeletionTimestamp() == nil || len(m.GetFinalizers()) > 0 {
+		return false
+	}
+	if g := m.GetDeletionGracePeriodSeconds(); g != nil && *g > 0 {
+		return false
+	}
+	if res.Name == "namespaces" && res.GroupVersion.Group == "" {
+		return len(namespaceFinalizers(obj)) == 0
+	}
+	return true
+}
+
+func schemaGR(group, resource string) schema.GroupResource {
+	return schema.GroupResource{Group: group, Resource: resource}
+}
+
+func fieldRequired(path, msg string) field.ErrorList {
+	return field.ErrorList{field.Required(field.NewPath(path), msg)}
+}
+
+func schemaGK(group, kind string) schema.GroupKind {
+	return schema.GroupKind{Group: group, Kind: kind}
+}

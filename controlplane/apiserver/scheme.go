@@ -1,0 +1,32 @@
+package apiserver
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+)
+
+// newProtobufDecoder returns a decoder for request bodies in Kubernetes
+// protobuf, the wire format client-go prefers for built-in types. Its
+// scheme knows the served groups, DeleteOptions in each of them, and
+// autoscaling/v1 Scale.
+func newProtobufDecoder() (runtime.Decoder, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme,
+		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, metav1.AddMetaToScheme,
+	} {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("build scheme: %w", err)
+		}
+	}
+	metav1.AddToGroupVersion(scheme, metav1.SchemeGroupVersion)
+	return protobuf.NewSerializer(scheme, scheme), nil
+}

@@ -1,0 +1,256 @@
+// Package apiserver serves the Kubernetes REST API over a storage.Store:
+// discovery, CRUD with the status/scale/binding subresources, patch, list
+// and watch, tables, and errors as metav1.Status.
+package apiserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/nodelet/nodelet/controlplane/registry"
+	"github.com/nodelet/nodelet/controlplane/storage"
+)
+
+// DefaultMaxBodyBytes caps request bodies, as upstream's 3 MiB.
+const DefaultMaxBodyBytes = 3 << 20
+
+// Config wires a Server.
+type Config struct {
+	Store     storage.Store
+	Resources []*registry.Resource
+	// Address to listen on, e.g. "127.0.0.1:6443". Ignored by Handler.
+	Address string
+	TLS     *tls.Config
+	Authn   Authenticator
+	Authz   Authorizer
+	// ServiceCIDR is where Service cluster IPs come from (default 10.96.0.0/12).
+	ServiceCIDR  string
+	MaxBodyBytes int64
+	Version      version.Info
+	Log          *slog.Logger
+	// Ready reports readiness for /readyz beyond the server being up (may be nil).
+	Ready func() error
+}
+
+// Server is the API server.
+type Server struct {
+	cfg       Config
+	store     storage.Store
+	log       *slog.Logger
+	resources map[schema.GroupVersion]map[string]*registry.Resource
+	byGR      map[schema.GroupResource]*registry.Resource
+	admission *admission
+	watches   *watchCache
+	protobuf  runtime.Decoder
+}
+
+// New validates cfg and builds a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("apiserver: Store is required")
+	}
+	if cfg.Authn == nil || cfg.Authz == nil {
+		return nil, errors.New("apiserver: Authn and Authz are required")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.ServiceCIDR == "" {
+		cfg.ServiceCIDR = "10.96.0.0/12"
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	s := &Server{
+		cfg:       cfg,
+		store:     cfg.Store,
+		log:       cfg.Log.With("component", "apiserver"),
+		resources: map[schema.GroupVersion]map[string]*registry.Resource{},
+		byGR:      map[schema.GroupResource]*registry.Resource{},
+		watches:   newWatchCache(4096),
+	}
+	for _, r := range cfg.Resources {
+		if s.resources[r.GroupVersion] == nil {
+			s.resources[r.GroupVersion] = map[string]*registry.Resource{}
+		}
+		s.resources[r.GroupVersion][r.Name] = r
+		s.byGR[schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Name}] = r
+	}
+	var err error
+	if s.protobuf, err = newProtobufDecoder(); err != nil {
+		return nil, err
+	}
+	alloc, err := newAdmission(s, cfg.ServiceCIDR)
+	if err != nil {
+		return nil, err
+	}
+	s.admission = alloc
+	return s, nil
+}
+
+func (s *Server) lookup(gv schema.GroupVersion, name string) *registry.Resource {
+	return s.resources[gv][name]
+}
+
+// Resource returns the served resource for a group and plural name (nil if none).
+func (s *Server) Resource(group, name string) *registry.Resource {
+	return s.byGR[schema.GroupResource{Group: group, Resource: name}]
+}
+
+// Run serves HTTPS on cfg.Address until ctx ends, then shuts down gracefully.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Address)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.Address, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves HTTPS on ln until ctx ends.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if err := s.ensureDefaults(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		TLSConfig:         s.cfg.TLS,
+		ReadHeaderTimeout: 30 * time.Second,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if s.cfg.TLS == nil {
+			errc <- srv.Serve(ln)
+			return
+		}
+		errc <- srv.ServeTLS(ln, "", "")
+	}()
+	s.log.Info("serving", "address", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		srv.Close()
+	}
+	return nil
+}
+
+// Handler returns the HTTP handler: panic recovery, authentication,
+// authorization, then routing.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+				writeError(w, apierrors.NewInternalError(fmt.Errorf("internal error")))
+			}
+		}()
+		s.serve(w, r)
+	})
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	if isPublicPath(path) {
+		s.servePublic(w, r)
+		return
+	}
+	user, err := s.cfg.Authn.Authenticate(r)
+	if err != nil {
+		writeError(w, apierrors.NewUnauthorized(err.Error()))
+		return
+	}
+	if user == nil {
+		writeError(w, apierrors.NewUnauthorized("Unauthorized"))
+		return
+	}
+	ctx := withUser(r.Context(), user)
+	r = r.WithContext(ctx)
+	info, isResource := parseResourcePath(r.Method, path, r.URL.Query(), s.lookup)
+	attrs := Attributes{User: user, Path: path, Verb: strings.ToLower(r.Method)}
+	if isResource {
+		attrs = Attributes{User: user, ResourceRequest: true, Verb: info.Verb, APIGroup: info.GV.Group,
+			APIVersion: info.GV.Version, Resource: info.ResourceArg, Subresource: info.Subresource,
+			Namespace: info.Namespace, Name: info.Name, Path: path}
+	}
+	if ok, reason, err := s.cfg.Authz.Authorize(ctx, attrs); err != nil || !ok {
+		if reason == "" && err != nil {
+			reason = err.Error()
+		}
+		writeError(w, apierrors.NewForbidden(schema.GroupResource{Group: attrs.APIGroup, Resource: attrs.Resource}, attrs.Name, errors.New(reason)))
+		return
+	}
+	if isResource {
+		s.serveResource(w, r, info)
+		return
+	}
+	s.serveNonResource(w, r)
+}
+
+func isPublicPath(p string) bool {
+	switch p {
+	case "/healthz", "/livez", "/readyz", "/version":
+		return true
+	}
+	return strings.HasPrefix(p, "/healthz/") || strings.HasPrefix(p, "/livez/") || strings.HasPrefix(p, "/readyz/")
+}
+
+func (s *Server) servePublic(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/version":
+		writeJSON(w, http.StatusOK, s.cfg.Version)
+	case strings.HasPrefix(r.URL.Path, "/readyz") && s.cfg.Ready != nil:
+		if err := s.cfg.Ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok"))
+	default:
+		w.Write([]byte("ok"))
+	}
+}
+
+func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request) {
+	p := strings.TrimSuffix(r.URL.Path, "/")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		writeError(w, apierrors.NewMethodNotSupported(schema.GroupResource{}, r.Method))
+		return
+	}
+	switch {
+	case p == "/api":
+		s.serveCoreVersions(w, r)
+	case p == "/apis":
+		s.serveGroups(w, r)
+	case strings.HasPrefix(p, "/apis/") && strings.Count(p, "/") == 2:
+		s.serveGroup(w, r, strings.TrimPrefix(p, "/apis/"))
+	case p == "/api/v1" || (strings.HasPrefix(p, "/apis/") && strings.Count(p, "/") == 3):
+		s.serveResourceList(w, r, p)
+	case p == "/openapi/v3" || strings.HasPrefix(p, "/openapi/v3/"):
+		s.serveOpenAPIV3(w, r, p)
+	default:
+		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, ""))
+	}
+}

@@ -1,0 +1,157 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/nodelet/nodelet/controlplane/registry"
+)
+
+// serveScale serves deployments/scale and replicasets/scale as
+// autoscaling/v1 Scale objects; a scale change is stored as an update of
+// the main resource, so defaults, generation and validation follow.
+func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+	res := info.Resource
+	switch info.Verb {
+	case "get":
+		obj, _, err := s.getObject(r.Context(), res, info.Namespace, info.Name)
+		if err != nil {
+			return err
+		}
+		sc, err := registry.ScaleOf(obj)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, sc)
+		return nil
+	case "update", "patch":
+	default:
+		return apierrors.NewMethodNotSupported(groupResource(res), info.Verb+" scale")
+	}
+	var put *autoscalingv1.Scale
+	var patchType string
+	var patch []byte
+	var err error
+	if info.Verb == "update" {
+		put = &autoscalingv1.Scale{}
+		_, err = s.decodeBody(r, put, "Ignore")
+	} else {
+		patchType, patch, err = s.readPatch(r)
+	}
+	if err != nil {
+		return err
+	}
+	out, err := s.update(r.Context(), res, info.Namespace, info.Name, "", isDryRun(r), func(cur runtime.Object) (runtime.Object, error) {
+		sc, err := registry.ScaleOf(cur)
+		if err != nil {
+			return nil, err
+		}
+		want := put
+		if want == nil {
+			if want, err = patchScale(sc, patchType, patch); err != nil {
+				return nil, err
+			}
+			if !patchPinsRV(patchType, patch) {
+				want.ResourceVersion = ""
+			}
+		}
+		if want.Name != "" && want.Name != info.Name {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", want.Name, info.Name))
+		}
+		if errs := registry.ValidateScale(want); len(errs) > 0 {
+			return nil, apierrors.NewInvalid(schemaGK("autoscaling", "Scale"), info.Name, errs)
+		}
+		if err := registry.ApplyScale(cur, want); err != nil {
+			return nil, err
+		}
+		// The scale's resourceVersion, when given, is the precondition.
+		accessor(cur).SetResourceVersion(want.ResourceVersion)
+		return cur, nil
+	})
+	if err != nil {
+		return err
+	}
+	sc, err := registry.ScaleOf(out)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sc)
+	return nil
+}
+
+func patchScale(sc *autoscalingv1.Scale, patchType string, patch []byte) (*autoscalingv1.Scale, error) {
+	cur, err := json.Marshal(sc)
+	if err != nil {
+		return nil, err
+	}
+	out, err := applyPatch(patchType, cur, patch, &autoscalingv1.Scale{})
+	if err != nil {
+		return nil, err
+	}
+	want := &autoscalingv1.Scale{}
+	if _, err := decodeJSON(out, want, "Ignore"); err != nil {
+		return nil, err
+	}
+	return want, nil
+}
+
+// serveBinding assigns a pod to a node (POST pods/{name}/binding), as the
+// scheduler does.
+func (s *Server) serveBinding(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+	if info.Verb != "create" {
+		return apierrors.NewMethodNotSupported(groupResource(info.Resource), info.Verb+" binding")
+	}
+	b := &corev1.Binding{}
+	if _, err := s.decodeBody(r, b, "Ignore"); err != nil {
+		return err
+	}
+	if b.Name != "" && b.Name != info.Name {
+		return apierrors.NewBadRequest("the name of the binding does not match the pod name")
+	}
+	if errs := registry.ValidateBinding(b); len(errs) > 0 {
+		return apierrors.NewInvalid(schemaGK("", "Binding"), info.Name, errs)
+	}
+	_, err := s.update(r.Context(), info.Resource, info.Namespace, info.Name, subRaw, isDryRun(r), func(cur runtime.Object) (runtime.Object, error) {
+		pod := cur.(*corev1.Pod)
+		if b.UID != "" && b.UID != pod.UID {
+			return nil, apierrors.NewConflict(groupResource(info.Resource), info.Name, fmt.Errorf("the UID in the binding (%s) does not match the pod (%s)", b.UID, pod.UID))
+		}
+		if err := registry.BindPod(pod, b, time.Now()); err != nil {
+			return nil, apierrors.NewConflict(groupResource(info.Resource), info.Name, err)
+		}
+		pod.ResourceVersion = b.ResourceVersion
+		return pod, nil
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: http.StatusCreated})
+	return nil
+}
+
+// serveFinalize replaces a namespace's spec.finalizers (PUT
+// namespaces/{name}/finalize); the namespace controller calls it when the
+// namespace is empty, and a terminating namespace goes once none are left.
+func (s *Server) serveFinalize(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+	if info.Verb != "update" {
+		return apierrors.NewMethodNotSupported(groupResource(info.Resource), info.Verb+" finalize")
+	}
+	obj, err := s.decodeObject(w, r, info.Resource)
+	if err != nil {
+		return err
+	}
+	out, err := s.update(r.Context(), info.Resource, "", info.Name, "finalize", isDryRun(r),
+		func(cur runtime.Object) (runtime.Object, error) { return obj, nil })
+	if err != nil {
+		return err
+	}
+	return s.writeObject(w, r, http.StatusOK, info.Resource, out)
+}

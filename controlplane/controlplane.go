@@ -1,0 +1,113 @@
+// Package controlplane wires the control plane: certificates, storage and
+// the API server (controllers and the scheduler join in later issues).
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"runtime"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/nodelet/nodelet/controlplane/apiserver"
+	"github.com/nodelet/nodelet/controlplane/pki"
+	"github.com/nodelet/nodelet/controlplane/registry"
+	"github.com/nodelet/nodelet/controlplane/storage/bolt"
+)
+
+// Version is the Kubernetes API version this control plane speaks.
+var Version = version.Info{
+	Major: "1", Minor: "32", GitVersion: "v1.32.0-nodelet",
+	GoVersion: runtime.Version(), Compiler: runtime.Compiler,
+	Platform: runtime.GOOS + "/" + runtime.GOARCH,
+}
+
+// Config is everything the control plane needs; cmd/controlplane fills it from flags.
+type Config struct {
+	DataDir     string
+	BindAddress string
+	SecurePort  int
+	// TLSSANs are extra names and addresses for the serving certificate.
+	TLSSANs []string
+	// TokenAuthFile, if set, holds static bearer tokens (token,user,uid,"groups").
+	TokenAuthFile string
+	ServiceCIDR   string
+	Registry      registry.Options
+	Log           *slog.Logger
+}
+
+// ControlPlane is a running control plane.
+type ControlPlane struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New checks cfg.
+func New(cfg Config) (*ControlPlane, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("data dir is required")
+	}
+	if cfg.SecurePort <= 0 || cfg.SecurePort > 65535 {
+		return nil, fmt.Errorf("secure port %d out of range", cfg.SecurePort)
+	}
+	if net.ParseIP(cfg.BindAddress) == nil {
+		return nil, fmt.Errorf("bind address %q is not an IP address", cfg.BindAddress)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &ControlPlane{cfg: cfg, log: cfg.Log.With("component", "controlplane")}, nil
+}
+
+// LocalURL is the URL local clients (the admin kubeconfig) use.
+func (c *ControlPlane) LocalURL() string {
+	host := c.cfg.BindAddress
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "https://" + net.JoinHostPort(host, strconv.Itoa(c.cfg.SecurePort))
+}
+
+// Run starts everything and blocks until ctx ends or a component fails.
+// Storage is closed on return, after the API server has stopped.
+func (c *ControlPlane) Run(ctx context.Context) error {
+	bundle, err := pki.Ensure(pki.Config{Dir: c.cfg.DataDir, Hosts: c.cfg.TLSSANs, APIServerURL: c.LocalURL()})
+	if err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+	store, err := bolt.Open(bolt.Config{Path: filepath.Join(c.cfg.DataDir, "state.db"), Log: c.cfg.Log})
+	if err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	defer store.Close()
+	authn := apiserver.Authenticators{apiserver.CertAuthenticator{}}
+	if c.cfg.TokenAuthFile != "" {
+		tokens, err := apiserver.LoadTokenFile(c.cfg.TokenAuthFile)
+		if err != nil {
+			return err
+		}
+		authn = append(authn, tokens)
+	}
+	srv, err := apiserver.New(apiserver.Config{
+		Store:       store,
+		Resources:   registry.All(c.cfg.Registry),
+		Address:     net.JoinHostPort(c.cfg.BindAddress, strconv.Itoa(c.cfg.SecurePort)),
+		TLS:         bundle.TLSConfig(),
+		Authn:       authn,
+		Authz:       apiserver.AllowAuthenticated{},
+		ServiceCIDR: c.cfg.ServiceCIDR,
+		Version:     Version,
+		Log:         c.cfg.Log,
+	})
+	if err != nil {
+		return fmt.Errorf("api server: %w", err)
+	}
+	c.log.Info("control plane starting", "url", c.LocalURL(), "dataDir", c.cfg.DataDir,
+		"kubeconfig", bundle.AdminKubeconfigFile)
+	return srv.Run(ctx)
+}
