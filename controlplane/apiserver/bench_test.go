@@ -142,4 +142,3 @@ func apiWatchRound(b *testing.B, watchers, events int) []time.Duration {
 	}
 	return out
 }
-
