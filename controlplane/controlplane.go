@@ -37,8 +37,12 @@ type Config struct {
 	// TokenAuthFile, if set, holds static bearer tokens (token,user,uid,"groups").
 	TokenAuthFile string
 	ServiceCIDR   string
-	Registry      registry.Options
-	Log           *slog.Logger
+	// AdvertiseAddress is where pods and nodes reach the API server (the
+	// endpoints of default/kubernetes). Empty: the bind address, or the
+	// host's first global address when binding to all addresses.
+	AdvertiseAddress string
+	Registry         registry.Options
+	Log              *slog.Logger
 }
 
 // ControlPlane is a running control plane.
@@ -58,6 +62,9 @@ func New(cfg Config) (*ControlPlane, error) {
 	if net.ParseIP(cfg.BindAddress) == nil {
 		return nil, fmt.Errorf("bind address %q is not an IP address", cfg.BindAddress)
 	}
+	if cfg.ServiceCIDR == "" {
+		cfg.ServiceCIDR = "10.96.0.0/12"
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
@@ -76,7 +83,12 @@ func (c *ControlPlane) LocalURL() string {
 // Run starts everything and blocks until ctx ends or a component fails.
 // Storage is closed on return, after the API server has stopped.
 func (c *ControlPlane) Run(ctx context.Context) error {
-	bundle, err := pki.Ensure(pki.Config{Dir: c.cfg.DataDir, Hosts: c.cfg.TLSSANs, APIServerURL: c.LocalURL()})
+	advertise := c.advertiseAddress()
+	sans := append([]string{advertise}, c.cfg.TLSSANs...)
+	if ip, err := apiserver.FirstServiceIP(c.cfg.ServiceCIDR); err == nil {
+		sans = append(sans, ip.String())
+	}
+	bundle, err := pki.Ensure(pki.Config{Dir: c.cfg.DataDir, Hosts: sans, APIServerURL: c.LocalURL()})
 	if err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
@@ -94,15 +106,17 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		authn = append(authn, tokens)
 	}
 	srv, err := apiserver.New(apiserver.Config{
-		Store:       store,
-		Resources:   registry.All(c.cfg.Registry),
-		Address:     net.JoinHostPort(c.cfg.BindAddress, strconv.Itoa(c.cfg.SecurePort)),
-		TLS:         bundle.TLSConfig(),
-		Authn:       authn,
-		Authz:       apiserver.AllowAuthenticated{},
-		ServiceCIDR: c.cfg.ServiceCIDR,
-		Version:     Version,
-		Log:         c.cfg.Log,
+		Store:            store,
+		Resources:        registry.All(c.cfg.Registry),
+		Address:          net.JoinHostPort(c.cfg.BindAddress, strconv.Itoa(c.cfg.SecurePort)),
+		TLS:              bundle.TLSConfig(),
+		Authn:            authn,
+		Authz:            apiserver.AllowAuthenticated{},
+		ServiceCIDR:      c.cfg.ServiceCIDR,
+		AdvertiseAddress: advertise,
+		AdvertisePort:    c.cfg.SecurePort,
+		Version:          Version,
+		Log:              c.cfg.Log,
 	})
 	if err != nil {
 		return fmt.Errorf("api server: %w", err)
@@ -110,4 +124,23 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	c.log.Info("control plane starting", "url", c.LocalURL(), "dataDir", c.cfg.DataDir,
 		"kubeconfig", bundle.AdminKubeconfigFile)
 	return srv.Run(ctx)
+}
+
+// advertiseAddress picks the address in-cluster clients use.
+func (c *ControlPlane) advertiseAddress() string {
+	if c.cfg.AdvertiseAddress != "" {
+		return c.cfg.AdvertiseAddress
+	}
+	if ip := net.ParseIP(c.cfg.BindAddress); ip != nil && !ip.IsUnspecified() {
+		return ip.String()
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+				return n.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
 }

@@ -48,6 +48,7 @@ func run(args []string) error {
 	fs.IntVar(&cfg.SecurePort, "secure-port", 6443, "port to serve HTTPS on")
 	fs.Var(&sans, "tls-san", "extra DNS name or IP for the serving certificate (repeatable)")
 	fs.StringVar(&cfg.TokenAuthFile, "token-auth-file", "", "static bearer tokens: token,user,uid,\"group1,group2\" per line")
+	fs.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "address pods and nodes use to reach the API server (default: the bind address, or the host's first global address)")
 	fs.StringVar(&cfg.ServiceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "CIDR that Service cluster IPs are allocated from")
 	fs.Int64Var(&cfg.Registry.DefaultNotReadyTolerationSeconds, "default-not-ready-toleration-seconds", 300, "tolerationSeconds added to pods for the not-ready taint")
 	fs.Int64Var(&cfg.Registry.DefaultUnreachableTolerationSeconds, "default-unreachable-toleration-seconds", 300, "tolerationSeconds added to pods for the unreachable taint")

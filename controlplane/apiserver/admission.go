@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"net/netip"
 	"sync"
 
@@ -18,14 +16,26 @@ import (
 	"github.com/nodelet/nodelet/controlplane/registry"
 )
 
-// admission holds the create-time checks that need state beyond the
-// object itself: the namespace lifecycle and Service cluster IPs.
+// Node ports come from upstream's default range.
+const (
+	nodePortMin = 30000
+	nodePortMax = 32767
+)
+
+// admission holds the checks and allocations that need state beyond the
+// object itself: the namespace lifecycle, and Service cluster IPs and node
+// ports.
+//
+// Allocations are derived from the stored Services plus the reservations
+// of creates still in flight, so nothing leaks across crashes or failed
+// creates. One API server owns allocation; with several (etcd), it moves
+// into storage.
 type admission struct {
-	s     *Server
-	cidr  netip.Prefix
-	mu    sync.Mutex
-	used  map[netip.Addr]bool
-	ready bool
+	s       *Server
+	cidr    netip.Prefix
+	mu      sync.Mutex
+	pending map[netip.Addr]bool
+	ports   map[int32]bool
 }
 
 func newAdmission(s *Server, serviceCIDR string) (*admission, error) {
@@ -33,25 +43,17 @@ func newAdmission(s *Server, serviceCIDR string) (*admission, error) {
 	if err != nil || !p.Addr().Is4() || p.Bits() > 30 {
 		return nil, fmt.Errorf("service CIDR %q: want an IPv4 prefix of /30 or larger", serviceCIDR)
 	}
-	return &admission{s: s, cidr: p.Masked(), used: map[netip.Addr]bool{}}, nil
+	return &admission{s: s, cidr: p.Masked(), pending: map[netip.Addr]bool{}, ports: map[int32]bool{}}, nil
 }
 
-// admitCreate runs before defaults and validation on every create.
+// admitCreate runs before defaults and validation on every create: objects
+// may not be created in a missing or terminating namespace, as upstream's
+// NamespaceLifecycle plugin enforces.
 func (a *admission) admitCreate(ctx context.Context, res *registry.Resource, obj runtime.Object) error {
-	if res.Namespaced {
-		if err := a.checkNamespace(ctx, res, accessor(obj).GetNamespace()); err != nil {
-			return err
-		}
+	if !res.Namespaced {
+		return nil
 	}
-	if svc, ok := obj.(*corev1.Service); ok {
-		return a.allocateClusterIP(ctx, svc)
-	}
-	return nil
-}
-
-// checkNamespace refuses objects in a missing or terminating namespace,
-// like upstream's NamespaceLifecycle plugin.
-func (a *admission) checkNamespace(ctx context.Context, res *registry.Resource, ns string) error {
+	ns := accessor(obj).GetNamespace()
 	if ns == "" {
 		return apierrors.NewBadRequest("the server could not find the namespace in the request")
 	}
@@ -59,15 +61,15 @@ func (a *admission) checkNamespace(ctx context.Context, res *registry.Resource, 
 	if nsRes == nil {
 		return nil
 	}
-	obj, _, err := a.s.getObject(ctx, nsRes, "", ns)
+	nsObj, _, err := a.s.getObject(ctx, nsRes, "", ns)
 	if apierrors.IsNotFound(err) {
 		return apierrors.NewNotFound(groupResource(nsRes), ns)
 	}
 	if err != nil {
 		return err
 	}
-	if n, ok := obj.(*corev1.Namespace); ok && (n.DeletionTimestamp != nil || n.Status.Phase == corev1.NamespaceTerminating) {
-		err := apierrors.NewForbidden(groupResource(res), "",
+	if n, ok := nsObj.(*corev1.Namespace); ok && (n.DeletionTimestamp != nil || n.Status.Phase == corev1.NamespaceTerminating) {
+		err := apierrors.NewForbidden(groupResource(res), accessor(obj).GetName(),
 			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
 		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
 			Type: corev1.NamespaceTerminatingCause, Message: fmt.Sprintf("namespace %s is being terminated", ns), Field: "metadata.namespace"})
@@ -76,98 +78,163 @@ func (a *admission) checkNamespace(ctx context.Context, res *registry.Resource, 
 	return nil
 }
 
-// allocateClusterIP gives a ClusterIP/NodePort/LoadBalancer Service an
-// address from the service CIDR, or reserves the one it asked for. The
-// table of used addresses is rebuilt from storage on first use; a single
-// API server owns it (with several, allocation moves into storage).
-func (a *admission) allocateClusterIP(ctx context.Context, svc *corev1.Service) error {
-	if svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ClusterIP == corev1.ClusterIPNone {
-		return nil
+// allocate gives a Service its cluster IP and node ports, after defaults
+// and before validation. The returned func ends the reservation and must
+// be called once the object is stored or abandoned.
+func (a *admission) allocate(ctx context.Context, obj runtime.Object) (func(), error) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok || a.s.Resource("", "services") == nil {
+		return func() {}, nil
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err := a.loadLocked(ctx); err != nil {
-		return err
+	ips, ports, err := a.usedLocked(ctx, svc)
+	if err != nil {
+		return nil, err
+	}
+	var ip netip.Addr
+	if ip, err = a.clusterIPLocked(svc, ips); err != nil {
+		return nil, err
+	}
+	var newPorts []int32
+	if newPorts, err = a.nodePortsLocked(svc, ports); err != nil {
+		return nil, err
+	}
+	if ip.IsValid() {
+		a.pending[ip] = true
+	}
+	for _, p := range newPorts {
+		a.ports[p] = true
+	}
+	return func() {
+		a.mu.Lock()
+		delete(a.pending, ip)
+		for _, p := range newPorts {
+			delete(a.ports, p)
+		}
+		a.mu.Unlock()
+	}, nil
+}
+
+// usedLocked collects the cluster IPs and node ports held by stored
+// Services other than svc, and by reservations in flight.
+func (a *admission) usedLocked(ctx context.Context, svc *corev1.Service) (map[netip.Addr]bool, map[int32]bool, error) {
+	items, _, err := a.s.listMatching(ctx, requestInfo{Resource: a.s.Resource("", "services")}, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list services for allocation: %w", err)
+	}
+	ips, ports := map[netip.Addr]bool{}, map[int32]bool{}
+	for ip := range a.pending {
+		ips[ip] = true
+	}
+	for p := range a.ports {
+		ports[p] = true
+	}
+	for _, o := range items {
+		other := o.(*corev1.Service)
+		if other.Namespace == svc.Namespace && other.Name == svc.Name {
+			continue
+		}
+		if ip, err := netip.ParseAddr(other.Spec.ClusterIP); err == nil {
+			ips[ip] = true
+		}
+		for _, p := range other.Spec.Ports {
+			if p.NodePort != 0 {
+				ports[p.NodePort] = true
+			}
+		}
+	}
+	return ips, ports, nil
+}
+
+// clusterIPLocked picks or checks the Service's cluster IP. It returns the
+// address newly reserved (invalid when none is).
+func (a *admission) clusterIPLocked(svc *corev1.Service, used map[netip.Addr]bool) (netip.Addr, error) {
+	if svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return netip.Addr{}, nil
 	}
 	path := field.NewPath("spec", "clusterIP")
 	if svc.Spec.ClusterIP != "" {
 		ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
 		if err != nil || !a.cidr.Contains(ip) {
-			return apierrors.NewInvalid(schemaGK("", "Service"), svc.Name, field.ErrorList{field.Invalid(path, svc.Spec.ClusterIP,
-				fmt.Sprintf("provided IP is not in the valid range. The range of valid IPs is %s", a.cidr))})
+			return ip, apierrors.NewInvalid(schemaGK("", "Service"), svc.Name, field.ErrorList{field.Invalid(path, svc.Spec.ClusterIP,
+				fmt.Sprintf("failed to allocate IP %s: provided IP is not in the valid range. The range of valid IPs is %s", svc.Spec.ClusterIP, a.cidr))})
 		}
-		if a.used[ip] {
-			return apierrors.NewInvalid(schemaGK("", "Service"), svc.Name, field.ErrorList{field.Invalid(path, svc.Spec.ClusterIP,
-				"provided IP is already allocated")})
+		if used[ip] {
+			return ip, apierrors.NewInvalid(schemaGK("", "Service"), svc.Name, field.ErrorList{field.Invalid(path, svc.Spec.ClusterIP,
+				fmt.Sprintf("failed to allocate IP %s: provided IP is already allocated", svc.Spec.ClusterIP))})
 		}
-		a.used[ip] = true
-		svc.Spec.ClusterIPs = []string{ip.String()}
-		return nil
+		setClusterIP(svc, ip)
+		return ip, nil
 	}
-	ip, err := a.nextFreeLocked()
-	if err != nil {
-		return err
-	}
-	a.used[ip] = true
-	svc.Spec.ClusterIP = ip.String()
-	svc.Spec.ClusterIPs = []string{ip.String()}
-	return nil
-}
-
-func (a *admission) loadLocked(ctx context.Context) error {
-	if a.ready {
-		return nil
-	}
-	res := a.s.Resource("", "services")
-	items, _, err := a.s.listMatching(ctx, requestInfo{Resource: res}, nil)
-	if err != nil {
-		return fmt.Errorf("load allocated service IPs: %w", err)
-	}
-	for _, obj := range items {
-		if ip, err := netip.ParseAddr(obj.(*corev1.Service).Spec.ClusterIP); err == nil {
-			a.used[ip] = true
-		}
-	}
-	a.ready = true
-	return nil
-}
-
-// nextFreeLocked returns the lowest free address, skipping the network and
-// broadcast addresses. Upstream picks at random; lowest-first keeps the
-// first Service (kubernetes) on .1 as users expect.
-func (a *admission) nextFreeLocked() (netip.Addr, error) {
-	size := new(big.Int).Lsh(big.NewInt(1), uint(32-a.cidr.Bits())).Int64()
-	base := a.cidr.Addr()
-	ip := base.Next()
-	for i := int64(1); i < size-1; i++ {
-		if !a.used[ip] {
+	// Lowest free address first, skipping the network address: the first
+	// Service (kubernetes) gets .1 as users expect. Upstream picks at random.
+	last := lastAddr(a.cidr)
+	for ip := a.cidr.Addr().Next(); ip.Less(last); ip = ip.Next() {
+		if !used[ip] {
+			setClusterIP(svc, ip)
 			return ip, nil
 		}
-		ip = ip.Next()
 	}
 	return netip.Addr{}, apierrors.NewInternalError(errors.New("no service cluster IP is free in " + a.cidr.String()))
 }
 
-// release returns what a deleted or never-stored object held.
-func (a *admission) release(res *registry.Resource, obj runtime.Object) {
-	svc, ok := obj.(*corev1.Service)
-	if !ok {
-		return
-	}
-	ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
-	if err != nil {
-		return
-	}
-	a.mu.Lock()
-	delete(a.used, ip)
-	a.mu.Unlock()
+func setClusterIP(svc *corev1.Service, ip netip.Addr) {
+	svc.Spec.ClusterIP = ip.String()
+	svc.Spec.ClusterIPs = []string{ip.String()}
+	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
 }
 
-// FirstServiceIP is the address of the kubernetes Service.
-func FirstServiceIP(cidr string) (net.IP, error) {
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().As4()
+	host := uint32(1)<<(32-p.Bits()) - 1
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) | host
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// nodePortsLocked gives NodePort and LoadBalancer Services a node port per
+// port that lacks one, and checks requested ones. It returns the ports
+// newly reserved.
+func (a *admission) nodePortsLocked(svc *corev1.Service, used map[int32]bool) ([]int32, error) {
+	if svc.Spec.Type != corev1.ServiceTypeNodePort && svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return nil, nil
+	}
+	var reserved []int32
+	next := int32(nodePortMin)
+	for i := range svc.Spec.Ports {
+		p := &svc.Spec.Ports[i]
+		path := field.NewPath("spec", "ports").Index(i).Child("nodePort")
+		if p.NodePort != 0 {
+			if p.NodePort < nodePortMin || p.NodePort > nodePortMax {
+				return nil, apierrors.NewInvalid(schemaGK("", "Service"), svc.Name, field.ErrorList{field.Invalid(path, p.NodePort,
+					fmt.Sprintf("provided port is not in the valid range. The range of valid ports is %d-%d", nodePortMin, nodePortMax))})
+			}
+			if used[p.NodePort] {
+				return nil, apierrors.NewInvalid(schemaGK("", "Service"), svc.Name, field.ErrorList{field.Invalid(path, p.NodePort, "provided port is already allocated")})
+			}
+			used[p.NodePort] = true
+			reserved = append(reserved, p.NodePort)
+			continue
+		}
+		for next <= nodePortMax && used[next] {
+			next++
+		}
+		if next > nodePortMax {
+			return nil, apierrors.NewInternalError(errors.New("no node port is free"))
+		}
+		p.NodePort = next
+		used[next] = true
+		reserved = append(reserved, next)
+	}
+	return reserved, nil
+}
+
+// FirstServiceIP is the address of the kubernetes Service: the first
+// address of the service CIDR.
+func FirstServiceIP(cidr string) (netip.Addr, error) {
 	p, err := netip.ParsePrefix(cidr)
 	if err != nil {
-		return nil, err
+		return netip.Addr{}, err
 	}
-	return net.IP(p.Masked().Addr().Next().AsSlice()), nil
+	return p.Masked().Addr().Next(), nil
 }

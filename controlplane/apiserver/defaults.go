@@ -3,10 +3,16 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nodelet/nodelet/controlplane/registry"
 )
 
 // systemNamespaces exist in every cluster.
@@ -25,5 +31,82 @@ func (s *Server) ensureDefaults(ctx context.Context) error {
 			return fmt.Errorf("create namespace %s: %w", name, err)
 		}
 	}
+	return s.ensureKubernetesService(ctx)
+}
+
+// ensureKubernetesService creates (or corrects) the default/kubernetes
+// Service with the first service IP, and its Endpoints and EndpointSlice
+// pointing at the advertised address, so in-cluster clients find the API.
+func (s *Server) ensureKubernetesService(ctx context.Context) error {
+	if s.cfg.AdvertiseAddress == "" || s.Resource("", "services") == nil {
+		return nil
+	}
+	port := int32(s.cfg.AdvertisePort)
+	svcRes := s.Resource("", "services")
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: metav1.NamespaceDefault,
+			Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(port)}}},
+	}
+	if first, err := FirstServiceIP(s.cfg.ServiceCIDR); err == nil {
+		svc.Spec.ClusterIP = first.String()
+	}
+	setTypeMeta(svcRes, svc)
+	if _, err := s.create(ctx, svcRes, svc, false); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create service kubernetes: %w", err)
+	}
+	if ip, err := netip.ParseAddr(s.cfg.AdvertiseAddress); err != nil || ip.IsLoopback() {
+		// Endpoints may not point at loopback: pods could not use it anyway.
+		s.log.Warn("not publishing endpoints for default/kubernetes: the advertise address is not reachable from pods", "address", s.cfg.AdvertiseAddress)
+		return nil
+	}
+	if res := s.Resource("", "endpoints"); res != nil {
+		ep := &corev1.Endpoints{
+			ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: metav1.NamespaceDefault},
+			Subsets: []corev1.EndpointSubset{{
+				Addresses: []corev1.EndpointAddress{{IP: s.cfg.AdvertiseAddress}},
+				Ports:     []corev1.EndpointPort{{Name: "https", Port: port, Protocol: corev1.ProtocolTCP}},
+			}},
+		}
+		if err := s.createOrReplace(ctx, res, ep); err != nil {
+			return fmt.Errorf("endpoints kubernetes: %w", err)
+		}
+	}
+	if res := s.Resource("discovery.k8s.io", "endpointslices"); res != nil {
+		ready := true
+		slice := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: metav1.NamespaceDefault,
+				Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: "nodelet-apiserver"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{s.cfg.AdvertiseAddress}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr("https"), Port: &port, Protocol: ptr(corev1.ProtocolTCP)}},
+		}
+		if err := s.createOrReplace(ctx, res, slice); err != nil {
+			return fmt.Errorf("endpointslice kubernetes: %w", err)
+		}
+	}
 	return nil
 }
+
+// createOrReplace creates obj, or replaces the stored one if it differs
+// (the advertised address may have changed since the last start).
+func (s *Server) createOrReplace(ctx context.Context, res *registry.Resource, obj runtime.Object) error {
+	setTypeMeta(res, obj)
+	m := accessor(obj)
+	_, err := s.create(ctx, res, obj.DeepCopyObject(), false)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	_, err = s.update(ctx, res, m.GetNamespace(), m.GetName(), "", false, func(cur runtime.Object) (runtime.Object, error) {
+		next := obj.DeepCopyObject()
+		cm := accessor(cur)
+		nm := accessor(next)
+		nm.SetLabels(cm.GetLabels())
+		nm.SetAnnotations(cm.GetAnnotations())
+		nm.SetResourceVersion("")
+		return next, nil
+	})
+	return err
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -103,7 +103,6 @@ func (s *Server) delete(ctx context.Context, res *registry.Resource, ns, name st
 			if err != nil {
 				return nil, mapStorageErr(res, name, err)
 			}
-			s.admission.release(res, obj)
 			setRV(obj, rev)
 			return obj, nil
 		}

@@ -66,6 +66,9 @@ func (s *Server) serveOpenAPIV3(w http.ResponseWriter, r *http.Request, path str
 			"openapi": "3.0.0",
 			"info":    map[string]string{"title": "nodelet", "version": s.cfg.Version.GitVersion},
 			"paths":   paths,
+			// No schemas are published; an empty set makes kubectl explain
+			// say so instead of failing inside its template.
+			"components": map[string]any{"schemas": map[string]any{}},
 		})
 		return
 	}

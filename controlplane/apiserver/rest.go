@@ -151,7 +151,8 @@ func (s *Server) serveCreate(w http.ResponseWriter, r *http.Request, info reques
 
 // create runs the create path for obj: name generation, admission,
 // defaults, validation and storage. Whatever admission reserved is given
-// back when the object is not stored.
+// back when the object is not stored (allocations are derived from what
+// is stored).
 func (s *Server) create(ctx context.Context, res *registry.Resource, obj runtime.Object, dryRun bool) (runtime.Object, error) {
 	m := accessor(obj)
 	generated := m.GetName() == "" && m.GetGenerateName() != ""
@@ -173,23 +174,23 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, obj runtime
 	}
 }
 
-func (s *Server) createOnce(ctx context.Context, res *registry.Resource, obj runtime.Object, dryRun bool) (err error) {
+func (s *Server) createOnce(ctx context.Context, res *registry.Resource, obj runtime.Object, dryRun bool) error {
 	m := accessor(obj)
 	prepareCreateMeta(res, m)
 	if err := s.admission.admitCreate(ctx, res, obj); err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil || dryRun {
-			s.admission.release(res, obj)
-		}
-	}()
 	if res.Default != nil {
 		res.Default(obj)
 	}
 	if res.PrepareForCreate != nil {
 		res.PrepareForCreate(obj)
 	}
+	release, err := s.admission.allocate(ctx, obj)
+	if err != nil {
+		return err
+	}
+	defer release()
 	if err := validateCreate(res, obj); err != nil {
 		return err
 	}
@@ -283,7 +284,15 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 		if err := s.prepareUpdate(res, sub, obj, cur); err != nil {
 			return nil, err
 		}
+		release := func() {}
+		if sub == "" {
+			// A Service may change type and need node ports (or an IP).
+			if release, err = s.admission.allocate(ctx, obj); err != nil {
+				return nil, err
+			}
+		}
 		out, err := s.storeUpdate(ctx, res, obj, cur, kv, dryRun)
+		release()
 		if errors.Is(err, storage.ErrConflict) {
 			if pinned || attempt > 20 {
 				return nil, conflict(res, name)
@@ -383,7 +392,6 @@ func (s *Server) storeUpdate(ctx context.Context, res *registry.Resource, obj, c
 		if err != nil {
 			return nil, err
 		}
-		s.admission.release(res, obj)
 		setRV(obj, rev)
 		return obj, nil
 	}

@@ -41,6 +41,10 @@ type Config struct {
 	MaxBodyBytes int64
 	Version      version.Info
 	Log          *slog.Logger
+	// AdvertiseAddress and AdvertisePort are where in-cluster clients reach
+	// this server: the default/kubernetes Service's endpoints. Empty: none.
+	AdvertiseAddress string
+	AdvertisePort    int
 	// Ready reports readiness for /readyz beyond the server being up (may be nil).
 	Ready func() error
 }
