@@ -18,8 +18,9 @@ import (
 // systemNamespaces exist in every cluster.
 var systemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
 
-// ensureDefaults creates the objects every cluster has, if missing.
-func (s *Server) ensureDefaults(ctx context.Context) error {
+// EnsureDefaults creates the objects every cluster has, if missing:
+// the system namespaces and the kubernetes Service. Serve calls it.
+func (s *Server) EnsureDefaults(ctx context.Context) error {
 	res := s.Resource("", "namespaces")
 	if res == nil {
 		return nil

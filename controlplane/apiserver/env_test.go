@@ -46,7 +46,7 @@ func newTestEnv(tb testing.TB, hub storage.HubOptions, wrap func(http.Handler) h
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := srv.ensureDefaults(ctx); err != nil {
+	if err := srv.EnsureDefaults(ctx); err != nil {
 		tb.Fatal(err)
 	}
 	var h http.Handler = srv.Handler()

@@ -125,7 +125,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Serve serves HTTPS on ln until ctx ends.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	if err := s.ensureDefaults(ctx); err != nil {
+	if err := s.EnsureDefaults(ctx); err != nil {
 		ln.Close()
 		return err
 	}
