@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"bytes"
 	"encoding/json"
 	"mime"
 	"net/http"
@@ -25,6 +26,7 @@ const (
 	outYAML
 	outTable
 	outMetadata // PartialObjectMetadata(List), for metadata informers
+	outProtobuf // Kubernetes protobuf, for typed objects (not watch streams)
 )
 
 // negotiate picks the first acceptable media type of the Accept header.
@@ -39,6 +41,11 @@ func negotiate(accept string) (outputKind, error) {
 		}
 		switch mt {
 		case "application/json", "*/*", "application/*":
+		case protobufType:
+			if params["as"] == "" {
+				return outProtobuf, nil
+			}
+			continue
 		case "application/yaml":
 			if params["as"] == "" {
 				return outYAML, nil
@@ -82,6 +89,16 @@ func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, r
 	}
 	if err != nil {
 		return err
+	}
+	if kind == outProtobuf {
+		var buf bytes.Buffer
+		if err := s.protobuf.Encode(obj, &buf); err != nil {
+			return err
+		}
+		w.Header().Set("Content-Type", protobufType)
+		w.WriteHeader(code)
+		w.Write(buf.Bytes())
+		return nil
 	}
 	if kind == outYAML {
 		data, err := json.Marshal(out)

@@ -13,11 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 )
 
-// newProtobufDecoder returns a decoder for request bodies in Kubernetes
-// protobuf, the wire format client-go prefers for built-in types. Its
-// scheme knows the served groups, DeleteOptions in each of them, and
-// autoscaling/v1 Scale.
-func newProtobufDecoder() (runtime.Decoder, error) {
+// newProtobufSerializer returns the codec for Kubernetes protobuf, the
+// wire format client-go prefers for built-in types. Its scheme knows the
+// served groups, DeleteOptions in each of them, and autoscaling/v1 Scale.
+func newProtobufSerializer() (runtime.Serializer, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme,

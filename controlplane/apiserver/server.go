@@ -58,7 +58,7 @@ type Server struct {
 	byGR      map[schema.GroupResource]*registry.Resource
 	admission *admission
 	watches   *watchCache
-	protobuf  runtime.Decoder
+	protobuf  runtime.Serializer
 }
 
 // New validates cfg and builds a Server.
@@ -94,7 +94,7 @@ func New(cfg Config) (*Server, error) {
 		s.byGR[schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Name}] = r
 	}
 	var err error
-	if s.protobuf, err = newProtobufDecoder(); err != nil {
+	if s.protobuf, err = newProtobufSerializer(); err != nil {
 		return nil, err
 	}
 	alloc, err := newAdmission(s, cfg.ServiceCIDR)

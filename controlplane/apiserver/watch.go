@@ -135,6 +135,10 @@ func (s *Server) parseWatch(r *http.Request, info requestInfo) (*watchParams, er
 	if p.output, err = negotiate(r.Header.Get("Accept")); err != nil {
 		return nil, err
 	}
+	if p.output == outProtobuf || p.output == outYAML {
+		// Watch streams are JSON; clients pick the decoder by the response type.
+		p.output = outJSON
+	}
 	return p, nil
 }
 
