@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 )
 
@@ -116,6 +117,10 @@ func (s *Server) servePatch(w http.ResponseWriter, r *http.Request, info request
 		m := accessor(obj)
 		if m.GetName() != info.Name {
 			return nil, apierrors.NewBadRequest("the name of an object cannot be changed by a patch")
+		}
+		if old := accessor(cur).GetUID(); m.GetUID() != old {
+			return nil, apierrors.NewInvalid(res.GroupVersionKind().GroupKind(), info.Name, field.ErrorList{
+				field.Invalid(field.NewPath("metadata", "uid"), m.GetUID(), "field is immutable")})
 		}
 		if !pinned {
 			m.SetResourceVersion("")

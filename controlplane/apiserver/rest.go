@@ -280,6 +280,12 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 			return nil, conflict(res, name)
 		}
 		m.SetResourceVersion(accessor(cur).GetResourceVersion())
+		// A uid in the body is a precondition, as upstream treats it: it
+		// stops an update meant for an object that was since recreated.
+		if uid := m.GetUID(); uid != "" && uid != accessor(cur).GetUID() {
+			return nil, apierrors.NewConflict(groupResource(res), name,
+				fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, accessor(cur).GetUID()))
+		}
 		setTypeMeta(res, obj)
 		if err := s.prepareUpdate(res, sub, obj, cur); err != nil {
 			return nil, err
