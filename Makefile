@@ -22,13 +22,13 @@ vet:
 	$(GO) vet ./...
 
 unit:
-	$(GO) test -count=1 ./controlplane/...
+	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v /test/e2e)
 
 e2e: build
 	$(GO) test -count=1 -timeout 20m ./test/e2e/...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./controlplane/storage/bolt/ ./controlplane/apiserver/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./controlplane/storage/bolt/ ./controlplane/apiserver/ ./controlplane/scheduler/
 
 clean:
 	rm -rf $(BIN) _output

@@ -3,14 +3,26 @@
 # and checks what cannot be installed from here. Idempotent.
 set -euo pipefail
 
-need_apt=()
-for pkg in ca-certificates git make; do
-	dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+# containerd, runc and the CNI plugins run the nodelet's pods; busybox-static
+# and nginx-light are what the test images are built from.
+packages=(ca-certificates git make iproute2 iptables containerd runc containernetworking-plugins busybox-static nginx-light)
+missing=()
+for pkg in "${packages[@]}"; do
+	dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
-if [ ${#need_apt[@]} -gt 0 ]; then
+if [ ${#missing[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
+	# Install only: no package may start a service (nginx, containerd) on this host.
+	policy=/usr/sbin/policy-rc.d
+	created_policy=
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' > "$policy"
+		chmod +x "$policy"
+		created_policy=1
+	fi
 	apt-get update -qq
-	apt-get install -y -qq "${need_apt[@]}"
+	apt-get install -y -qq --no-install-recommends "${missing[@]}"
+	if [ -n "$created_policy" ]; then rm -f "$policy"; fi
 fi
 
 command -v go >/dev/null || { echo "deps: Go is required (https://go.dev/dl), found none on PATH" >&2; exit 1; }

@@ -30,7 +30,8 @@ Point kubectl at it:
     export KUBECONFIG=$KUBECONFIG_FILE
     kubectl get deployments,namespaces
 
-The nginx Deployment is stored; controllers, the scheduler and the nodelet
-that turn it into running pods come with the next issues. Ctrl-C stops.
+The controllers have turned the nginx Deployment into a ReplicaSet and pods;
+they stay Pending until a node joins (the nodelet is the next issue).
+Ctrl-C stops the control plane; its state stays in $DATA_DIR.
 MSG
 wait $cp_pid
