@@ -11,6 +11,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"k8s.io/apimachinery/pkg/version"
 
@@ -42,7 +45,16 @@ type Config struct {
 	// host's first global address when binding to all addresses.
 	AdvertiseAddress string
 	Registry         registry.Options
-	Log              *slog.Logger
+	// ClusterCIDR is where node pod CIDRs come from; NodeCIDRMaskSize is their size.
+	ClusterCIDR      string
+	NodeCIDRMaskSize int
+	// NodeMonitorGracePeriod is how long a node may go without renewing its
+	// Lease before it is marked NotReady/Unknown and tainted.
+	NodeMonitorGracePeriod time.Duration
+	// DisableLeaderElection runs controllers and scheduler without taking
+	// the lease (only for a single control plane).
+	DisableLeaderElection bool
+	Log                   *slog.Logger
 }
 
 // ControlPlane is a running control plane.
@@ -121,9 +133,24 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("api server: %w", err)
 	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(c.cfg.BindAddress, strconv.Itoa(c.cfg.SecurePort)))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
 	c.log.Info("control plane starting", "url", c.LocalURL(), "dataDir", c.cfg.DataDir,
 		"kubeconfig", bundle.AdminKubeconfigFile)
-	return srv.Run(ctx)
+	g, ctx := errgroup.WithContext(ctx)
+	// Serve does its start-up writes (system namespaces, the kubernetes
+	// Service) before it accepts requests; components retry until then.
+	g.Go(func() error { return srv.Serve(ctx, ln) })
+	g.Go(func() error {
+		err := c.runComponents(ctx, bundle)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	})
+	return g.Wait()
 }
 
 // advertiseAddress picks the address in-cluster clients use.

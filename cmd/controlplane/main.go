@@ -15,6 +15,9 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/controlplane"
 	"github.com/nodelet/nodelet/controlplane/pki"
@@ -52,16 +55,23 @@ func run(args []string) error {
 	fs.StringVar(&cfg.ServiceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "CIDR that Service cluster IPs are allocated from")
 	fs.Int64Var(&cfg.Registry.DefaultNotReadyTolerationSeconds, "default-not-ready-toleration-seconds", 300, "tolerationSeconds added to pods for the not-ready taint")
 	fs.Int64Var(&cfg.Registry.DefaultUnreachableTolerationSeconds, "default-unreachable-toleration-seconds", 300, "tolerationSeconds added to pods for the unreachable taint")
+	fs.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "CIDR that node pod CIDRs are allocated from")
+	fs.IntVar(&cfg.NodeCIDRMaskSize, "node-cidr-mask-size", 24, "prefix length of each node's pod CIDR")
+	fs.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", 50*time.Second, "how long a node may miss lease renewals before it is marked unhealthy")
+	noElect := fs.Bool("no-leader-elect", false, "run controllers and scheduler without the leader lease (single control plane only)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	cfg.TLSSANs = sans
+	cfg.DisableLeaderElection = *noElect
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// client-go logs through klog; send it to the same place.
+	klog.SetSlogLogger(cfg.Log)
 	cp, err := controlplane.New(cfg)
 	if err != nil {
 		return err

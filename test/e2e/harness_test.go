@@ -65,11 +65,11 @@ func freePort(t *testing.T) int {
 
 // startControlPlane starts the binary on a loopback port with dataDir and
 // waits until it is ready. It is stopped when the test ends.
-func startControlPlane(t *testing.T, dataDir string, port int) *controlPlane {
+func startControlPlane(t *testing.T, dataDir string, port int, extraArgs ...string) *controlPlane {
 	t.Helper()
 	cp := &controlPlane{t: t, dataDir: dataDir, port: port, kubeconfig: filepath.Join(dataDir, "admin.kubeconfig"), logs: &bytes.Buffer{}}
-	cp.cmd = exec.Command(filepath.Join(binDir, "controlplane"), "--data-dir", dataDir,
-		"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(port))
+	args := append([]string{"--data-dir", dataDir, "--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(port)}, extraArgs...)
+	cp.cmd = exec.Command(filepath.Join(binDir, "controlplane"), args...)
 	cp.cmd.Stdout, cp.cmd.Stderr = cp.logs, cp.logs
 	if err := cp.cmd.Start(); err != nil {
 		t.Fatalf("start controlplane: %v", err)

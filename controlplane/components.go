@@ -1,0 +1,177 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nodelet/nodelet/controlplane/controllers/deployment"
+	"github.com/nodelet/nodelet/controlplane/controllers/endpoints"
+	"github.com/nodelet/nodelet/controlplane/controllers/garbagecollector"
+	"github.com/nodelet/nodelet/controlplane/controllers/namespace"
+	"github.com/nodelet/nodelet/controlplane/controllers/nodeipam"
+	"github.com/nodelet/nodelet/controlplane/controllers/nodelifecycle"
+	"github.com/nodelet/nodelet/controlplane/controllers/replicaset"
+	"github.com/nodelet/nodelet/controlplane/leader"
+	"github.com/nodelet/nodelet/controlplane/pki"
+	"github.com/nodelet/nodelet/controlplane/scheduler"
+)
+
+// clientConfig is a loopback client config for a control-plane component,
+// authenticated by a client certificate signed for it.
+func (c *ControlPlane) clientConfig(bundle *pki.Bundle, user string, qps float32, burst int) (*rest.Config, error) {
+	certPEM, keyPEM, err := bundle.SignClientCert(user, []string{"system:masters"}, 365*24*time.Hour)
+	if err != nil {
+		return nil, fmt.Errorf("client certificate for %s: %w", user, err)
+	}
+	return &rest.Config{
+		Host: c.LocalURL(), QPS: qps, Burst: burst, UserAgent: user,
+		TLSClientConfig: rest.TLSClientConfig{CAData: bundle.CAPEM(), CertData: certPEM, KeyData: keyPEM},
+	}, nil
+}
+
+// runComponents runs the controllers and the scheduler while this process
+// holds the leader lease. The API server must already be serving.
+func (c *ControlPlane) runComponents(ctx context.Context, bundle *pki.Bundle) error {
+	ctrlCfg, err := c.clientConfig(bundle, "system:kube-controller-manager", 200, 400)
+	if err != nil {
+		return err
+	}
+	// The scheduler binds thousands of pods a second on big clusters: no
+	// client-side limit on loopback.
+	schedCfg, err := c.clientConfig(bundle, "system:kube-scheduler", -1, 0)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(ctrlCfg)
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	lease := leader.Config{Client: cs, Namespace: "kube-system", Name: "nodelet-controlplane",
+		Identity: host + "_" + string(uuid.NewUUID()), Log: c.cfg.Log}
+	if c.cfg.DisableLeaderElection {
+		return c.lead(ctx, ctrlCfg, schedCfg)
+	}
+	return leader.Run(ctx, lease, func(ctx context.Context) error { return c.lead(ctx, ctrlCfg, schedCfg) })
+}
+
+// lead builds every controller and the scheduler, starts their informers
+// and runs them until ctx ends or one fails.
+func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config) error {
+	cs, err := kubernetes.NewForConfig(ctrlCfg)
+	if err != nil {
+		return err
+	}
+	meta, err := metadata.NewForConfig(ctrlCfg)
+	if err != nil {
+		return err
+	}
+	schedCS, err := kubernetes.NewForConfig(schedCfg)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	schedFactory := informers.NewSharedInformerFactory(schedCS, 0)
+	ctrlEvents, ctrlRecorder := recorder(cs, "controller-manager")
+	defer ctrlEvents.Shutdown()
+	schedEvents, schedRecorder := recorder(schedCS, "default-scheduler")
+	defer schedEvents.Shutdown()
+
+	log := c.cfg.Log
+	runs, err := buildControllers(c.cfg, cs, meta, factory, ctrlRecorder)
+	if err != nil {
+		return err
+	}
+	sched, err := scheduler.New(scheduler.Config{Client: schedCS, Informers: schedFactory, Recorder: schedRecorder, Log: log})
+	if err != nil {
+		return fmt.Errorf("scheduler: %w", err)
+	}
+	factory.Start(ctx.Done())
+	schedFactory.Start(ctx.Done())
+	defer factory.Shutdown()
+	defer schedFactory.Shutdown()
+
+	g, ctx := errgroup.WithContext(ctx)
+	for name, run := range runs {
+		g.Go(func() error {
+			if err := run(ctx); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("%s controller: %w", name, err)
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		if err := sched.Run(ctx); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("scheduler: %w", err)
+		}
+		return nil
+	})
+	c.log.Info("controllers and scheduler running")
+	return g.Wait()
+}
+
+// buildControllers constructs every controller (registering their informer
+// handlers) and returns their Run functions by name.
+func buildControllers(cfg Config, cs kubernetes.Interface, meta metadata.Interface, factory informers.SharedInformerFactory, rec record.EventRecorder) (map[string]func(context.Context) error, error) {
+	log := cfg.Log
+	runs := map[string]func(context.Context) error{}
+	dep, err := deployment.New(deployment.Config{Client: cs, Informers: factory, Recorder: rec, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("deployment controller: %w", err)
+	}
+	runs["deployment"] = func(ctx context.Context) error { return dep.Run(ctx, 5) }
+	rs, err := replicaset.New(replicaset.Config{Client: cs, Informers: factory, Recorder: rec, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("replicaset controller: %w", err)
+	}
+	runs["replicaset"] = func(ctx context.Context) error { return rs.Run(ctx, 5) }
+	gc, err := garbagecollector.New(garbagecollector.Config{Metadata: meta, Discovery: cs.Discovery(), Recorder: rec, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("garbage collector: %w", err)
+	}
+	runs["garbagecollector"] = func(ctx context.Context) error { return gc.Run(ctx, 20) }
+	ns, err := namespace.New(namespace.Config{Client: cs, Metadata: meta, Discovery: cs.Discovery(), Informers: factory, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("namespace controller: %w", err)
+	}
+	runs["namespace"] = func(ctx context.Context) error { return ns.Run(ctx, 10) }
+	nl, err := nodelifecycle.New(nodelifecycle.Config{Client: cs, Informers: factory, Recorder: rec, Log: log,
+		GracePeriod: cfg.NodeMonitorGracePeriod})
+	if err != nil {
+		return nil, fmt.Errorf("node lifecycle controller: %w", err)
+	}
+	runs["nodelifecycle"] = func(ctx context.Context) error { return nl.Run(ctx, 1) }
+	ipam, err := nodeipam.New(nodeipam.Config{Client: cs, Informers: factory, Recorder: rec, Log: log,
+		ClusterCIDR: cfg.ClusterCIDR, NodeMaskSize: cfg.NodeCIDRMaskSize})
+	if err != nil {
+		return nil, fmt.Errorf("node ipam controller: %w", err)
+	}
+	runs["nodeipam"] = func(ctx context.Context) error { return ipam.Run(ctx, 1) }
+	ep, err := endpoints.New(endpoints.Config{Client: cs, Informers: factory, Recorder: rec, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("endpoints controller: %w", err)
+	}
+	runs["endpoints"] = func(ctx context.Context) error { return ep.Run(ctx, 5) }
+	return runs, nil
+}
+
+// recorder returns an event broadcaster writing to the API and a recorder
+// for component.
+func recorder(cs kubernetes.Interface, component string) (record.EventBroadcaster, record.EventRecorder) {
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	return b, b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
+}
