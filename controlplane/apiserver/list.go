@@ -154,7 +154,7 @@ func (s *Server) list(ctx context.Context, info requestInfo, q url.Values) ([]ru
 			firstRev = page.Revision
 		}
 		for i, kv := range page.KVs {
-			obj, err := decodeKV(res, kv)
+			obj, err := s.codec.decode(res, kv)
 			if err != nil {
 				return nil, 0, "", err
 			}

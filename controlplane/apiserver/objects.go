@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,9 +18,13 @@ import (
 	"github.com/nodelet/nodelet/controlplane/storage"
 )
 
-// Objects are stored as JSON under /<resource>[.<group>]/[<namespace>/]<name>,
+// Objects are stored in the Kubernetes protobuf envelope (as upstream
+// stores them in etcd) under /<resource>[.<group>]/[<namespace>/]<name>,
 // without resourceVersion: the store's ModRevision is the resourceVersion,
-// set on every read.
+// set on every read. Values that are JSON (no protobuf magic prefix) are
+// read too.
+
+var protobufMagic = []byte("k8s\x00")
 
 func resourcePrefix(res *registry.Resource) string {
 	if res.GroupVersion.Group == "" {
@@ -42,11 +47,22 @@ func objectKey(res *registry.Resource, ns, name string) string {
 	return resourcePrefix(res) + name
 }
 
-// decodeKV turns a stored value into a typed object carrying its
+// objectCodec encodes objects for storage and decodes stored values.
+type objectCodec struct {
+	proto runtime.Serializer
+}
+
+// decode turns a stored value into a typed object carrying its
 // resourceVersion and type metadata.
-func decodeKV(res *registry.Resource, kv storage.KV) (runtime.Object, error) {
+func (c objectCodec) decode(res *registry.Resource, kv storage.KV) (runtime.Object, error) {
 	obj := res.New()
-	if err := json.Unmarshal(kv.Value, obj); err != nil {
+	var err error
+	if bytes.HasPrefix(kv.Value, protobufMagic) {
+		_, _, err = c.proto.Decode(kv.Value, nil, obj)
+	} else {
+		err = json.Unmarshal(kv.Value, obj)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("decode stored %s %q: %w", res.Kind, kv.Key, err)
 	}
 	setTypeMeta(res, obj)
@@ -58,17 +74,22 @@ func decodeKV(res *registry.Resource, kv storage.KV) (runtime.Object, error) {
 	return obj, nil
 }
 
-// encodeForStorage marshals obj without its resourceVersion.
-func encodeForStorage(obj runtime.Object) ([]byte, error) {
+// encode marshals obj for storage, without its resourceVersion. The
+// encoding is deterministic (map keys sorted), so equal objects give equal
+// bytes: updates that change nothing are detected by comparing them.
+func (c objectCodec) encode(obj runtime.Object) ([]byte, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, err
 	}
 	rv := m.GetResourceVersion()
 	m.SetResourceVersion("")
-	data, err := json.Marshal(obj)
-	m.SetResourceVersion(rv)
-	return data, err
+	defer m.SetResourceVersion(rv)
+	var buf bytes.Buffer
+	if err := c.proto.Encode(obj, &buf); err != nil {
+		return nil, fmt.Errorf("encode %T: %w", obj, err)
+	}
+	return buf.Bytes(), nil
 }
 
 func setTypeMeta(res *registry.Resource, obj runtime.Object) {
@@ -102,7 +123,7 @@ func (s *Server) getObject(ctx context.Context, res *registry.Resource, ns, name
 	if err != nil {
 		return nil, kv, err
 	}
-	obj, err := decodeKV(res, kv)
+	obj, err := s.codec.decode(res, kv)
 	return obj, kv, err
 }
 

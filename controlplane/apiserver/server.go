@@ -59,6 +59,7 @@ type Server struct {
 	admission *admission
 	watches   *watchCache
 	protobuf  runtime.Serializer
+	codec     objectCodec
 }
 
 // New validates cfg and builds a Server.
@@ -97,6 +98,7 @@ func New(cfg Config) (*Server, error) {
 	if s.protobuf, err = newProtobufSerializer(); err != nil {
 		return nil, err
 	}
+	s.codec = objectCodec{proto: s.protobuf}
 	alloc, err := newAdmission(s, cfg.ServiceCIDR)
 	if err != nil {
 		return nil, err

@@ -1,7 +1,9 @@
 package apiserver
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,29 +36,32 @@ type watchCache struct {
 }
 
 type cachedEvent struct {
-	res      *registry.Resource
-	ev       storage.Event
-	objOnce  sync.Once
-	obj      runtime.Object
-	objErr   error
-	prevOnce sync.Once
-	prev     runtime.Object
-	jsonOnce sync.Once
-	json     []byte
+	codec     objectCodec
+	res       *registry.Resource
+	ev        storage.Event
+	objOnce   sync.Once
+	obj       runtime.Object
+	objErr    error
+	prevOnce  sync.Once
+	prev      runtime.Object
+	jsonOnce  sync.Once
+	json      []byte
+	protoOnce sync.Once
+	proto     []byte
 }
 
 func newWatchCache(size int) *watchCache {
 	return &watchCache{entries: make(map[int64]*cachedEvent, size), ring: make([]int64, size)}
 }
 
-func (c *watchCache) get(res *registry.Resource, ev storage.Event) *cachedEvent {
+func (c *watchCache) get(codec objectCodec, res *registry.Resource, ev storage.Event) *cachedEvent {
 	rev := ev.KV.ModRevision
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.entries[rev]; ok {
 		return e
 	}
-	e := &cachedEvent{res: res, ev: ev}
+	e := &cachedEvent{codec: codec, res: res, ev: ev}
 	delete(c.entries, c.ring[c.next])
 	c.ring[c.next] = rev
 	c.next = (c.next + 1) % len(c.ring)
@@ -65,7 +70,7 @@ func (c *watchCache) get(res *registry.Resource, ev storage.Event) *cachedEvent 
 }
 
 func (e *cachedEvent) object() (runtime.Object, error) {
-	e.objOnce.Do(func() { e.obj, e.objErr = decodeKV(e.res, e.ev.KV) })
+	e.objOnce.Do(func() { e.obj, e.objErr = e.codec.decode(e.res, e.ev.KV) })
 	return e.obj, e.objErr
 }
 
@@ -77,7 +82,7 @@ func (e *cachedEvent) previous() runtime.Object {
 		}
 		kv := e.ev.KV
 		kv.Value = e.ev.PrevValue
-		e.prev, _ = decodeKV(e.res, kv)
+		e.prev, _ = e.codec.decode(e.res, kv)
 	})
 	return e.prev
 }
@@ -90,6 +95,22 @@ func (e *cachedEvent) objectJSON() []byte {
 		}
 	})
 	return e.json
+}
+
+// objectProto is the object in the Kubernetes protobuf envelope, encoded
+// once for every protobuf watcher.
+func (e *cachedEvent) objectProto(enc runtime.Encoder) []byte {
+	e.protoOnce.Do(func() {
+		obj, err := e.object()
+		if err != nil {
+			return
+		}
+		var buf bytes.Buffer
+		if enc.Encode(obj, &buf) == nil {
+			e.proto = buf.Bytes()
+		}
+	})
+	return e.proto
 }
 
 // watchParams are the query parameters of a watch.
@@ -135,8 +156,9 @@ func (s *Server) parseWatch(r *http.Request, info requestInfo) (*watchParams, er
 	if p.output, err = negotiate(r.Header.Get("Accept")); err != nil {
 		return nil, err
 	}
-	if p.output == outProtobuf || p.output == outYAML {
-		// Watch streams are JSON; clients pick the decoder by the response type.
+	if p.output == outYAML {
+		// YAML watch streams are not served; clients pick the decoder by
+		// the response type, and every client accepts JSON.
 		p.output = outJSON
 	}
 	return p, nil
@@ -195,7 +217,11 @@ type watchStream struct {
 }
 
 func (ws *watchStream) start() {
-	ws.w.Header().Set("Content-Type", "application/json")
+	ct := "application/json"
+	if ws.p.output == outProtobuf {
+		ct = protobufType + ";stream=watch"
+	}
+	ws.w.Header().Set("Content-Type", ct)
 	ws.w.Header().Set("Transfer-Encoding", "chunked")
 	ws.w.WriteHeader(http.StatusOK)
 	ws.started = true
@@ -232,7 +258,7 @@ func (ws *watchStream) loop(ctx context.Context, watcher storage.Watcher) {
 // deliver turns one storage event into the watch event this stream's
 // selectors call for, if any.
 func (ws *watchStream) deliver(ev storage.Event) {
-	ce := ws.s.watches.get(ws.res, ev)
+	ce := ws.s.watches.get(ws.s.codec, ws.res, ev)
 	obj, err := ce.object()
 	if err != nil {
 		ws.s.log.Error("decode watch event", "key", ev.KV.Key, "err", err)
@@ -268,11 +294,14 @@ func (ws *watchStream) deliver(ev storage.Event) {
 	if typ == "" {
 		return
 	}
-	if ws.p.output == outJSON {
+	switch ws.p.output {
+	case outJSON:
 		ws.writeFrame(typ, ce.objectJSON())
-		return
+	case outProtobuf:
+		ws.writeFrame(typ, ce.objectProto(ws.s.protobuf))
+	default:
+		ws.writeObjectEvent(typ, obj)
 	}
-	ws.writeObjectEvent(typ, obj)
 }
 
 func (ws *watchStream) writeObjectEvent(typ string, obj runtime.Object) {
@@ -284,6 +313,10 @@ func (ws *watchStream) writeObjectEvent(typ string, obj runtime.Object) {
 		ws.headers = true
 	case outMetadata:
 		v = partialMetadata(obj)
+	case outProtobuf:
+		setTypeMeta(ws.res, obj)
+		ws.writeFrame(typ, ws.encodeProto(obj))
+		return
 	default:
 		setTypeMeta(ws.res, obj)
 	}
@@ -307,20 +340,53 @@ func (ws *watchStream) writeBookmark(initialEnd bool) {
 	if initialEnd {
 		m.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
 	}
+	if ws.p.output == outProtobuf {
+		ws.writeFrame("BOOKMARK", ws.encodeProto(obj))
+		return
+	}
 	data, _ := json.Marshal(obj)
 	ws.writeFrame("BOOKMARK", data)
+}
+
+func (ws *watchStream) encodeProto(obj runtime.Object) []byte {
+	var buf bytes.Buffer
+	if err := ws.s.protobuf.Encode(obj, &buf); err != nil {
+		ws.s.log.Error("encode watch event", "err", err)
+		return nil
+	}
+	return buf.Bytes()
 }
 
 func (ws *watchStream) writeError(err *apierrors.StatusError) {
 	st := err.Status()
 	st.Kind, st.APIVersion = "Status", "v1"
-	data, _ := json.Marshal(st)
-	ws.writeFrame("ERROR", data)
+	if ws.p.output == outProtobuf {
+		ws.writeFrame("ERROR", ws.encodeProto(&st))
+	} else {
+		data, _ := json.Marshal(st)
+		ws.writeFrame("ERROR", data)
+	}
 	ws.flush()
 }
 
+// writeFrame writes one event: a JSON line, or for protobuf a
+// length-prefixed metav1.WatchEvent whose object holds the envelope bytes.
 func (ws *watchStream) writeFrame(typ string, obj []byte) {
 	if ws.failed || obj == nil {
+		return
+	}
+	if ws.p.output == outProtobuf {
+		ev := metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: obj}}
+		data, err := ev.Marshal()
+		if err != nil {
+			ws.s.log.Error("encode watch event", "err", err)
+			return
+		}
+		frame := make([]byte, 4, 4+len(data))
+		binary.BigEndian.PutUint32(frame, uint32(len(data)))
+		if _, err := ws.w.Write(append(frame, data...)); err != nil {
+			ws.failed = true
+		}
 		return
 	}
 	buf := make([]byte, 0, len(obj)+32)
