@@ -186,7 +186,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	user, err := s.cfg.Authn.Authenticate(r)
 	if err != nil {
-		writeError(w, apierrors.NewUnauthorized(err.Error()))
+		// Like upstream, say only "Unauthorized"; the reason is for the log.
+		s.log.Debug("authentication failed", "remote", r.RemoteAddr, "err", err)
+		writeError(w, apierrors.NewUnauthorized("Unauthorized"))
 		return
 	}
 	if user == nil {

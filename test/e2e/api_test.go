@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +158,29 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 	out := cp2.must("get", "configmap", "cm-123", "-o", "jsonpath={.data.i}")
 	if strings.TrimSpace(out) != "123" {
 		t.Fatalf("cm-123 data after restart: %q", out)
+	}
+}
+
+// TestBearerTokens starts the control plane with a static token file: the
+// real kubectl authenticates with a token, a wrong one gets 401.
+func TestBearerTokens(t *testing.T) {
+	dir := t.TempDir()
+	tokens := dir + "/tokens.csv"
+	if err := os.WriteFile(tokens, []byte("s3cret-token,alice,1001,\"devs,ops\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp := startControlPlane(t, dir, freePort(t), "--token-auth-file", tokens)
+	server := fmt.Sprintf("https://127.0.0.1:%d", cp.port)
+	run := func(token string) (string, error) {
+		cmd := exec.Command("kubectl", "--kubeconfig", "/dev/null", "--server", server,
+			"--certificate-authority", dir+"/ca.crt", "--token", token, "get", "namespaces", "-o", "name")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("s3cret-token"); err != nil || !strings.Contains(out, "namespace/default") {
+		t.Fatalf("valid token: %v\n%s", err, out)
+	}
+	if out, err := run("wrong"); err == nil || !strings.Contains(out, "Unauthorized") {
+		t.Fatalf("wrong token: %v\n%s", err, out)
 	}
 }
