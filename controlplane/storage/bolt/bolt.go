@@ -51,6 +51,11 @@ type Store struct {
 	stop   chan struct{}
 	done   chan struct{}
 	closed sync.Once
+	// enqueue guards handing requests to the committer against Close: once
+	// shutting is set no request enters reqs, so the committer's final
+	// drain answers every request that did.
+	enqueue  sync.RWMutex
+	shutting bool
 }
 
 type opKind int
@@ -202,6 +207,9 @@ func (s *Store) Watch(ctx context.Context, prefix string, fromRevision int64) (s
 func (s *Store) Close() error {
 	var err error
 	s.closed.Do(func() {
+		s.enqueue.Lock()
+		s.shutting = true
+		s.enqueue.Unlock()
 		close(s.stop)
 		<-s.done
 		s.hub.Close()
@@ -215,13 +223,18 @@ func (s *Store) Close() error {
 // a caller that gives up never leaves the outcome ambiguous for others.
 func (s *Store) write(ctx context.Context, req *writeReq) (writeResult, error) {
 	req.reply = make(chan writeResult, 1)
+	s.enqueue.RLock()
+	if s.shutting {
+		s.enqueue.RUnlock()
+		return writeResult{}, storage.ErrClosed
+	}
 	select {
 	case s.reqs <- req:
-	case <-s.stop:
-		return writeResult{}, storage.ErrClosed
 	case <-ctx.Done():
+		s.enqueue.RUnlock()
 		return writeResult{}, ctx.Err()
 	}
+	s.enqueue.RUnlock()
 	r := <-req.reply
 	if r.err != nil {
 		return r, fmt.Errorf("%s %q: %w", req.op, req.key, r.err)
