@@ -1,0 +1,428 @@
+package runtime
+
+// Environment variables of a container as upstream's kubelet builds them
+// (makeEnvironmentVariables): envFrom first, then env in order, with $(VAR)
+// references to earlier variables expanded; then command and args expanded
+// with the result.
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// EnvSources gives the ConfigMaps and Secrets that env and envFrom refer
+// to. A missing object is reported as an error for which
+// apierrors.IsNotFound holds, or as (nil, nil).
+type EnvSources interface {
+	ConfigMap(ns, name string) (*corev1.ConfigMap, error)
+	Secret(ns, name string) (*corev1.Secret, error)
+}
+
+// EnvContext is what the environment of a container depends on besides the
+// pod spec.
+type EnvContext struct {
+	PodIPs  []string // the sandbox's IPs (the host's for host-network pods)
+	HostIPs []string // the node's IPs
+	// Allocatable stands in for a limit the container does not set, in
+	// resourceFieldRef (as upstream: the node's allocatable).
+	Allocatable corev1.ResourceList
+	Sources     EnvSources // may be nil when the pod refers to none
+}
+
+// envList keeps variables in first-definition order with later values
+// replacing earlier ones, and a map for $(VAR) lookups.
+type envList struct {
+	names  []string
+	values map[string]string
+}
+
+func (l *envList) set(name, value string) {
+	if _, ok := l.values[name]; !ok {
+		l.names = append(l.names, name)
+	}
+	l.values[name] = value
+}
+
+func (l *envList) slice() []string {
+	out := make([]string, 0, len(l.names))
+	for _, n := range l.names {
+		out = append(out, n+"="+l.values[n])
+	}
+	return out
+}
+
+// ContainerEnv returns the container's environment as NAME=value entries
+// (without the image's: the spec merges those underneath). Env values are
+// expanded against the variables defined before them; valueFrom results
+// are not.
+func ContainerEnv(pod *corev1.Pod, c *corev1.Container, ec EnvContext) ([]string, error) {
+	env := &envList{values: map[string]string{}}
+	cache := &sourceCache{ns: pod.Namespace, src: ec.Sources, cms: map[string]*corev1.ConfigMap{}, secs: map[string]*corev1.Secret{}}
+	for _, from := range c.EnvFrom {
+		if err := addEnvFrom(env, cache, from); err != nil {
+			return nil, fmt.Errorf("envFrom of container %s: %w", c.Name, err)
+		}
+	}
+	for _, v := range c.Env {
+		if v.ValueFrom == nil {
+			env.set(v.Name, Expand(v.Value, MappingFor(env.values)))
+			continue
+		}
+		val, ok, err := envValueFrom(pod, c, v.ValueFrom, cache, ec)
+		if err != nil {
+			return nil, fmt.Errorf("env %s of container %s: %w", v.Name, c.Name, err)
+		}
+		if ok {
+			env.set(v.Name, val)
+		}
+	}
+	return env.slice(), nil
+}
+
+func addEnvFrom(env *envList, cache *sourceCache, from corev1.EnvFromSource) error {
+	var data map[string]string
+	switch {
+	case from.ConfigMapRef != nil:
+		cm, err := cache.configMap(from.ConfigMapRef.Name)
+		if err != nil {
+			if isNotFound(err) && isTrue(from.ConfigMapRef.Optional) {
+				return nil
+			}
+			return err
+		}
+		data = cm.Data
+	case from.SecretRef != nil:
+		s, err := cache.secret(from.SecretRef.Name)
+		if err != nil {
+			if isNotFound(err) && isTrue(from.SecretRef.Optional) {
+				return nil
+			}
+			return err
+		}
+		data = make(map[string]string, len(s.Data)+len(s.StringData))
+		for k, v := range s.StringData {
+			data[k] = v
+		}
+		for k, v := range s.Data {
+			data[k] = string(v)
+		}
+	}
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		name := from.Prefix + k
+		if name == "" || strings.Contains(name, "=") {
+			continue // not a usable variable name
+		}
+		env.set(name, data[k])
+	}
+	return nil
+}
+
+// envValueFrom resolves one valueFrom; ok is false for an optional
+// reference whose object or key is missing.
+func envValueFrom(pod *corev1.Pod, c *corev1.Container, from *corev1.EnvVarSource, cache *sourceCache, ec EnvContext) (string, bool, error) {
+	switch {
+	case from.FieldRef != nil:
+		v, err := PodFieldValue(pod, from.FieldRef.FieldPath, ec.PodIPs, ec.HostIPs)
+		return v, err == nil, err
+	case from.ResourceFieldRef != nil:
+		v, err := ResourceFieldValue(pod, c, from.ResourceFieldRef, ec.Allocatable)
+		return v, err == nil, err
+	case from.ConfigMapKeyRef != nil:
+		ref := from.ConfigMapKeyRef
+		cm, err := cache.configMap(ref.Name)
+		if err != nil {
+			if isNotFound(err) && isTrue(ref.Optional) {
+				return "", false, nil
+			}
+			return "", false, err
+		}
+		if v, ok := cm.Data[ref.Key]; ok {
+			return v, true, nil
+		}
+		if isTrue(ref.Optional) {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("couldn't find key %s in ConfigMap %s/%s", ref.Key, pod.Namespace, ref.Name)
+	case from.SecretKeyRef != nil:
+		ref := from.SecretKeyRef
+		s, err := cache.secret(ref.Name)
+		if err != nil {
+			if isNotFound(err) && isTrue(ref.Optional) {
+				return "", false, nil
+			}
+			return "", false, err
+		}
+		if v, ok := s.Data[ref.Key]; ok {
+			return string(v), true, nil
+		}
+		if v, ok := s.StringData[ref.Key]; ok {
+			return v, true, nil
+		}
+		if isTrue(ref.Optional) {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, pod.Namespace, ref.Name)
+	}
+	return "", false, errors.New("valueFrom names no source")
+}
+
+// sourceCache fetches each ConfigMap and Secret at most once per container.
+type sourceCache struct {
+	ns   string
+	src  EnvSources
+	cms  map[string]*corev1.ConfigMap
+	secs map[string]*corev1.Secret
+}
+
+func (c *sourceCache) configMap(name string) (*corev1.ConfigMap, error) {
+	if cm, ok := c.cms[name]; ok {
+		return cm, nil
+	}
+	if c.src == nil {
+		return nil, fmt.Errorf("get configmap %s/%s: no source of configmaps", c.ns, name)
+	}
+	cm, err := c.src.ConfigMap(c.ns, name)
+	if err == nil && cm == nil {
+		err = apierrors.NewNotFound(corev1.Resource("configmaps"), name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get configmap %s/%s: %w", c.ns, name, err)
+	}
+	c.cms[name] = cm
+	return cm, nil
+}
+
+func (c *sourceCache) secret(name string) (*corev1.Secret, error) {
+	if s, ok := c.secs[name]; ok {
+		return s, nil
+	}
+	if c.src == nil {
+		return nil, fmt.Errorf("get secret %s/%s: no source of secrets", c.ns, name)
+	}
+	s, err := c.src.Secret(c.ns, name)
+	if err == nil && s == nil {
+		err = apierrors.NewNotFound(corev1.Resource("secrets"), name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get secret %s/%s: %w", c.ns, name, err)
+	}
+	c.secs[name] = s
+	return s, nil
+}
+
+func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+func isTrue(b *bool) bool { return b != nil && *b }
+
+// PodFieldValue resolves a downward-API fieldRef path for env.
+func PodFieldValue(pod *corev1.Pod, fieldPath string, podIPs, hostIPs []string) (string, error) {
+	if strings.HasPrefix(fieldPath, "metadata.labels[") || strings.HasPrefix(fieldPath, "metadata.annotations[") {
+		base, key, ok := splitSubscript(fieldPath)
+		if !ok {
+			return "", fmt.Errorf("unsupported fieldPath %q", fieldPath)
+		}
+		if base == "metadata.labels" {
+			return pod.Labels[key], nil
+		}
+		return pod.Annotations[key], nil
+	}
+	if pod.Spec.HostNetwork && len(podIPs) == 0 {
+		podIPs = hostIPs
+	}
+	switch fieldPath {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "metadata.labels":
+		return formatMap(pod.Labels), nil
+	case "metadata.annotations":
+		return formatMap(pod.Annotations), nil
+	case "spec.nodeName":
+		return pod.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.podIP":
+		return first(podIPs), nil
+	case "status.podIPs":
+		return strings.Join(podIPs, ","), nil
+	case "status.hostIP":
+		return first(hostIPs), nil
+	case "status.hostIPs":
+		return strings.Join(hostIPs, ","), nil
+	}
+	return "", fmt.Errorf("unsupported fieldPath %q", fieldPath)
+}
+
+// splitSubscript splits "metadata.labels['key']" into its base and key.
+func splitSubscript(p string) (base, key string, ok bool) {
+	open := strings.Index(p, "[")
+	if open < 0 || !strings.HasSuffix(p, "]") {
+		return "", "", false
+	}
+	inner := p[open+1 : len(p)-1]
+	if len(inner) < 2 || (inner[0] != '\'' && inner[0] != '"') || inner[len(inner)-1] != inner[0] {
+		return "", "", false
+	}
+	return p[:open], inner[1 : len(inner)-1], true
+}
+
+// formatMap renders a map as the downward API does: sorted key="value"
+// lines.
+func formatMap(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	lines := make([]string, 0, len(keys))
+	for _, k := range keys {
+		lines = append(lines, fmt.Sprintf("%s=%q", k, m[k]))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
+
+// ResourceFieldValue resolves a resourceFieldRef as upstream: the value
+// divided by the divisor (default 1), rounded up; a limit the container
+// does not set is taken from allocatable.
+func ResourceFieldValue(pod *corev1.Pod, c *corev1.Container, ref *corev1.ResourceFieldSelector, allocatable corev1.ResourceList) (string, error) {
+	if ref.ContainerName != "" && ref.ContainerName != c.Name {
+		c = findContainer(pod, ref.ContainerName)
+		if c == nil {
+			return "", fmt.Errorf("resourceFieldRef: no container %q", ref.ContainerName)
+		}
+	}
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	kind, name, _ := strings.Cut(ref.Resource, ".")
+	var list corev1.ResourceList
+	switch kind {
+	case "limits":
+		list = c.Resources.Limits
+	case "requests":
+		list = c.Resources.Requests
+	default:
+		return "", fmt.Errorf("unsupported container resource %q", ref.Resource)
+	}
+	q, ok := list[corev1.ResourceName(name)]
+	if !ok && kind == "limits" {
+		q, ok = allocatable[corev1.ResourceName(name)]
+	}
+	if !ok {
+		q = resource.Quantity{}
+	}
+	switch corev1.ResourceName(name) {
+	case corev1.ResourceCPU:
+		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
+	case corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
+		return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
+	}
+	return "", fmt.Errorf("unsupported container resource %q", ref.Resource)
+}
+
+func findContainer(pod *corev1.Pod, name string) *corev1.Container {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return &pod.Spec.InitContainers[i]
+		}
+	}
+	return nil
+}
+
+// MappingFor returns a $(VAR) lookup over the given maps, first match wins;
+// an unknown name expands to itself, $(NAME), as upstream.
+func MappingFor(maps ...map[string]string) func(string) string {
+	return func(name string) string {
+		for _, m := range maps {
+			if v, ok := m[name]; ok {
+				return v
+			}
+		}
+		return "$(" + name + ")"
+	}
+}
+
+// Expand replaces $(VAR) references in s using mapping; $$ is an escaped $,
+// and an unterminated $( is kept as is (upstream's expansion package).
+func Expand(s string, mapping func(string) string) string {
+	var b strings.Builder
+	checkpoint := 0
+	for cursor := 0; cursor < len(s); cursor++ {
+		if s[cursor] != '$' || cursor+1 >= len(s) {
+			continue
+		}
+		b.WriteString(s[checkpoint:cursor])
+		read, isVar, advance := readVariable(s[cursor+1:])
+		if isVar {
+			b.WriteString(mapping(read))
+		} else {
+			b.WriteString(read)
+		}
+		cursor += advance
+		checkpoint = cursor + 1
+	}
+	return b.String() + s[checkpoint:]
+}
+
+func readVariable(s string) (string, bool, int) {
+	switch s[0] {
+	case '$':
+		return "$", false, 1
+	case '(':
+		for i := 1; i < len(s); i++ {
+			if s[i] == ')' {
+				return s[1:i], true, i + 1
+			}
+		}
+		return "$(", false, 1
+	default:
+		return "$" + s[:1], false, 1
+	}
+}
+
+// ExpandCommand expands $(VAR) references in a container's command and
+// args with its environment (as returned by ContainerEnv).
+func ExpandCommand(c *corev1.Container, env []string) (command, args []string) {
+	vars := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	mapping := MappingFor(vars)
+	for _, s := range c.Command {
+		command = append(command, Expand(s, mapping))
+	}
+	for _, s := range c.Args {
+		args = append(args, Expand(s, mapping))
+	}
+	return command, args
+}
