@@ -27,8 +27,11 @@ func TestInformerSurvivesCompaction(t *testing.T) {
 	var lists atomic.Int32
 	env := newTestEnv(t, storage.HubOptions{History: 20}, func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// A relist is a LIST, or (client-go's watch-list) a watch that
+			// asks for the initial state.
 			q := r.URL.Query()
-			if q.Get("watch") == "" && r.Method == http.MethodGet && r.URL.Path == "/api/v1/namespaces/default/configmaps" {
+			if r.Method == http.MethodGet && r.URL.Path == "/api/v1/namespaces/default/configmaps" &&
+				(q.Get("watch") == "" || q.Get("sendInitialEvents") == "true") {
 				lists.Add(1)
 			}
 			if closed.Load() && r.Header.Get("X-Test-Writer") == "" {

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"net/netip"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -296,9 +297,9 @@ func validateSliceEndpoint(e *discoveryv1.Endpoint, addressType discoveryv1.Addr
 		p := addrPath.Index(i)
 		switch addressType {
 		case discoveryv1.AddressTypeIPv4:
-			errs = append(errs, validation.IsValidIPv4Address(p, a)...)
+			errs = append(errs, validIPOfFamily(p, a, false)...)
 		case discoveryv1.AddressTypeIPv6:
-			errs = append(errs, validation.IsValidIPv6Address(p, a)...)
+			errs = append(errs, validIPOfFamily(p, a, true)...)
 		case discoveryv1.AddressTypeFQDN:
 			errs = append(errs, validation.IsFullyQualifiedDomainName(p, a)...)
 		}
@@ -340,4 +341,20 @@ func validateSlicePorts(ports []discoveryv1.EndpointPort) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// validIPOfFamily checks that value is an IP address of the given family.
+func validIPOfFamily(p *field.Path, value string, ipv6 bool) field.ErrorList {
+	if errs := validation.IsValidIP(p, value); len(errs) > 0 {
+		return errs
+	}
+	ip, err := netip.ParseAddr(value)
+	if err != nil || ip.Is4() == ipv6 {
+		family := "IPv4"
+		if ipv6 {
+			family = "IPv6"
+		}
+		return field.ErrorList{field.Invalid(p, value, "must be a valid "+family+" address")}
+	}
+	return nil
 }

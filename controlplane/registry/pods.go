@@ -124,7 +124,7 @@ func validatePodUpdate(pod, old *corev1.Pod) field.ErrorList {
 		munged.TerminationGracePeriodSeconds = g
 	}
 	if !apiequality.Semantic.DeepEqual(*munged, old.Spec) {
-		errs = append(errs, field.Forbidden(specPath, podUpdateForbidden+"\n"+diff.ObjectReflectDiff(old.Spec, *munged)))
+		errs = append(errs, field.Forbidden(specPath, podUpdateForbidden+"\n"+diff.Diff(old.Spec, *munged)))
 	}
 	return errs
 }

@@ -208,7 +208,7 @@ func (c *Controller) createNewReplicaSet(ctx context.Context, d *appsv1.Deployme
 			setCondition(&d.Status, newCondition(appsv1.DeploymentProgressing, corev1.ConditionFalse, ReasonFailedRSCreate, msg, c.now()))
 			_ = c.updateStatus(ctx, d) // the create error is the one to report
 		}
-		c.recorder.Eventf(d, corev1.EventTypeWarning, ReasonFailedRSCreate, msg)
+		c.recorder.Event(d, corev1.EventTypeWarning, ReasonFailedRSCreate, msg)
 		return nil, fmt.Errorf("create replicaset %s/%s: %w", d.Namespace, rs.Name, err)
 	}
 	if !alreadyExists && n > 0 {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 )
 
 // evictionTime decides when a pod on a node with the given taints must go,
@@ -41,7 +42,7 @@ func evictionTime(tolerations []corev1.Toleration, taints []corev1.Taint, added 
 
 func firstTolerating(tolerations []corev1.Toleration, t *corev1.Taint) *corev1.Toleration {
 	for i := range tolerations {
-		if tolerations[i].ToleratesTaint(t) {
+		if tolerations[i].ToleratesTaint(klog.Background(), t, false) {
 			return &tolerations[i]
 		}
 	}
