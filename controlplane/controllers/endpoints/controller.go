@@ -14,6 +14,8 @@ import (
 	"maps"
 	"time"
 
+	"github.com/nodelet/nodelet/controlplane/controllers/keyqueue"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -21,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -44,7 +45,13 @@ const leaderAnnotation = "control-plane.alpha.kubernetes.io/leader"
 
 // errStaleSlices requeues a Service whose slices the cache has not caught
 // up with.
-var errStaleSlices = errors.New("endpoints: endpointslice cache is stale")
+var errStaleSlices error = staleSlices{}
+
+// staleSlices is a keyqueue.Retrier: expected, retried quietly.
+type staleSlices struct{}
+
+func (staleSlices) Error() string             { return "endpoints: endpointslice cache is stale" }
+func (staleSlices) RetryAfter() time.Duration { return 0 }
 
 // Config configures the controller.
 type Config struct {
@@ -214,33 +221,8 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		}
 	}
 	c.log.Info("started")
-	for i := 0; i < max(workers, 1); i++ {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
+	keyqueue.Run(ctx, c.queue, workers, c.Reconcile, c.log)
 	return nil
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.Reconcile(ctx, key); err != nil {
-		if !errors.Is(err, errStaleSlices) {
-			c.log.Warn("sync failed; requeued", "service", key, "err", err)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 // Reconcile syncs the Endpoints and EndpointSlices of Service key.

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodelet/nodelet/controlplane/controllers/keyqueue"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -112,8 +114,8 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(2)
-		go func() { defer wg.Done(); c.worker(ctx, c.attemptToDelete, c.processAttemptToDelete) }()
-		go func() { defer wg.Done(); c.worker(ctx, c.attemptToOrphan, c.processAttemptToOrphan) }()
+		go func() { defer wg.Done(); keyqueue.Work(ctx, c.attemptToDelete, c.processAttemptToDelete, c.log) }()
+		go func() { defer wg.Done(); keyqueue.Work(ctx, c.attemptToOrphan, c.processAttemptToOrphan, c.log) }()
 	}
 	ticker := time.NewTicker(c.cfg.ResyncPeriod)
 	defer ticker.Stop()
@@ -148,28 +150,13 @@ func (c *Controller) resync(ctx context.Context) error {
 
 // errNotObserved asks for a retry: the object exists but no informer has
 // reported it yet, so the graph does not know its dependents.
-var errNotObserved = errors.New("garbagecollector: object not yet observed by an informer")
+var errNotObserved error = notObserved{}
 
-func (c *Controller) worker(ctx context.Context, q workqueue.TypedRateLimitingInterface[types.UID], process func(context.Context, types.UID) error) {
-	for {
-		uid, shutdown := q.Get()
-		if shutdown {
-			return
-		}
-		err := process(ctx, uid)
-		switch {
-		case err == nil:
-			q.Forget(uid)
-		case ctx.Err() != nil:
-		case errors.Is(err, errNotObserved):
-			q.AddRateLimited(uid)
-		default:
-			c.log.Warn("retrying", "uid", uid, "err", err)
-			q.AddRateLimited(uid)
-		}
-		q.Done(uid)
-	}
-}
+// notObserved is a keyqueue.Retrier: expected while informers catch up.
+type notObserved struct{}
+
+func (notObserved) Error() string             { return "garbagecollector: object not yet observed by an informer" }
+func (notObserved) RetryAfter() time.Duration { return 0 }
 
 // apply queues the work a graph change asked for.
 func (c *Controller) apply(eff effects) {

@@ -29,6 +29,10 @@ type contentRemainingError struct {
 
 func (e *contentRemainingError) Error() string { return e.msg }
 
+// RetryAfter makes the worker recheck the namespace after the estimate
+// (keyqueue.Retrier): remaining content is expected, not a failure.
+func (e *contentRemainingError) RetryAfter() time.Duration { return e.estimate }
+
 // deletable is a namespaced resource to empty, with the verbs it serves.
 type deletable struct {
 	gvr   schema.GroupVersionResource

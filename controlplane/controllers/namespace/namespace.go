@@ -9,8 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
+
+	"github.com/nodelet/nodelet/controlplane/controllers/keyqueue"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -93,48 +94,9 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
 		return nil // ctx ended
 	}
-	if workers < 1 {
-		workers = 1
-	}
 	c.log.Info("started", "workers", workers)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c.processNext(ctx) {
-			}
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	keyqueue.Run(ctx, c.queue, workers, c.Reconcile, c.log)
 	return nil
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(key)
-	err := c.Reconcile(ctx, key)
-	var remaining *contentRemainingError
-	switch {
-	case err == nil:
-		c.queue.Forget(key)
-	case ctx.Err() != nil:
-	case errors.As(err, &remaining) && remaining.estimate > 0:
-		c.log.Debug("content remaining", "namespace", key, "recheckIn", remaining.estimate, "err", err)
-		c.queue.AddAfter(key, remaining.estimate)
-	case errors.As(err, &remaining):
-		c.log.Debug("content remaining", "namespace", key, "err", err)
-		c.queue.AddRateLimited(key)
-	default:
-		c.log.Warn("retrying", "namespace", key, "err", err)
-		c.queue.AddRateLimited(key)
-	}
-	return true
 }
 
 // Reconcile handles one namespace: if it is being deleted and still holds

@@ -13,7 +13,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
-	"time"
+
+	"github.com/nodelet/nodelet/controlplane/controllers/keyqueue"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -144,31 +144,8 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		}
 	}
 	c.log.Info("started", "nodes", len(nodes))
-	for i := 0; i < max(workers, 1); i++ {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
+	keyqueue.Run(ctx, c.queue, workers, c.Reconcile, c.log)
 	return nil
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.Reconcile(ctx, key); err != nil {
-		c.log.Warn("reconcile failed; requeued", "node", key, "err", err)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 // Reconcile makes node name hold its CIDRs: it records CIDRs the node has,

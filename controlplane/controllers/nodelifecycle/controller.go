@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodelet/nodelet/controlplane/controllers/keyqueue"
+
 	corev1 "k8s.io/api/core/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -341,8 +343,8 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	}
 	c.log.Info("started", "gracePeriod", c.cfg.GracePeriod, "monitorPeriod", c.cfg.MonitorPeriod)
 	for i := 0; i < max(workers, 1); i++ {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) { c.work(ctx, c.nodeQueue, c.reconcileNodeTaints) }, time.Second)
-		go wait.UntilWithContext(ctx, func(ctx context.Context) { c.work(ctx, c.podQueue, c.reconcilePod) }, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) { keyqueue.Work(ctx, c.nodeQueue, c.reconcileNodeTaints, c.log) }, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) { keyqueue.Work(ctx, c.podQueue, c.reconcilePod, c.log) }, time.Second)
 	}
 	ticker := c.clock.NewTicker(c.cfg.MonitorPeriod)
 	defer ticker.Stop()
@@ -356,21 +358,5 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 			return nil
 		case <-ticker.C():
 		}
-	}
-}
-
-func (c *Controller) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) {
-	for {
-		key, quit := q.Get()
-		if quit {
-			return
-		}
-		if err := sync(ctx, key); err != nil {
-			c.log.Warn("sync failed; requeued", "key", key, "err", err)
-			q.AddRateLimited(key)
-		} else {
-			q.Forget(key)
-		}
-		q.Done(key)
 	}
 }

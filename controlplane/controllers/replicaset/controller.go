@@ -10,12 +10,12 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"sync"
 	"time"
+
+	"github.com/nodelet/nodelet/controlplane/controllers/keyqueue"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -112,39 +112,8 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		return fmt.Errorf("replicaset: caches did not sync: %w", ctx.Err())
 	}
 	c.log.Info("started", "workers", workers)
-	var wg sync.WaitGroup
-	for range max(workers, 1) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c.processNext(ctx) {
-			}
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	keyqueue.Run(ctx, c.queue, workers, c.Reconcile, c.log)
 	return nil
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.Reconcile(ctx, key); err != nil {
-		// Conflicts are routine (a stale cache); the retry sorts them out.
-		level := slog.LevelWarn
-		if apierrors.IsConflict(err) {
-			level = slog.LevelDebug
-		}
-		c.log.Log(ctx, level, "sync failed", "replicaset", key, "err", err)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 func (c *Controller) enqueue(obj any) {
