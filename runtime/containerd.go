@@ -1,0 +1,571 @@
+package runtime
+
+// Containerd runs sandboxes (pause containers) and app/init containers on
+// containerd through its Go client. Everything it creates carries the
+// labels of types.go, so a restarted nodelet finds its pods from containerd
+// alone; exit codes are kept in container labels too (containerd forgets
+// them when a task is deleted), see containerd_status.go.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	runcoptions "github.com/containerd/containerd/api/types/runc/options"
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Labels the runtime keeps on containers besides the shared ones of
+// types.go: what the pod spec named, where the logs are, and the start and
+// exit of the container's task, which outlive the task.
+const (
+	LabelImage      = "io.nodelet.image"     // the image as the pod spec names it
+	LabelImageRef   = "io.nodelet.image.ref" // the resolved image (repo digest)
+	LabelLogPath    = "io.nodelet.log.path"
+	LabelNetNSPath  = "io.nodelet.sandbox.netns"
+	LabelSandboxIP  = "io.nodelet.sandbox.ip"
+	LabelStartedAt  = "io.nodelet.started-at"  // RFC 3339, set when the task started
+	LabelFinishedAt = "io.nodelet.finished-at" // RFC 3339, set when the exit was recorded
+	LabelExitCode   = "io.nodelet.exit-code"
+
+	kindSandbox   = "sandbox"
+	kindContainer = "container"
+)
+
+// DefaultLogRoot is where container logs go unless configured otherwise.
+const DefaultLogRoot = "/var/log/pods"
+
+// defaultRuntime is the shim every task runs under.
+const defaultRuntime = "io.containerd.runc.v2"
+
+// cleanupTimeout bounds the rollback of a failed operation.
+const cleanupTimeout = 30 * time.Second
+
+// ErrSandboxNotRunning is returned when a container is created in a
+// sandbox whose pause process is not running.
+var ErrSandboxNotRunning = errors.New("runtime: sandbox is not running")
+
+// Config configures Containerd.
+type Config struct {
+	Address         string // containerd's socket
+	Namespace       string // DefaultNamespace when empty
+	SnapshotterName string // containerd's default (overlayfs) when empty
+	Runtime         string // io.containerd.runc.v2 when empty
+	// RuncRoot is runc's state directory (the shim's default,
+	// /run/containerd/runc, when empty); tests keep it in their own tree.
+	RuncRoot string
+	LogRoot  string // DefaultLogRoot when empty
+	// StateDir holds the FIFOs of containers whose output the nodelet
+	// copies itself (no LogDriver); containerd's default when empty.
+	StateDir string
+	// LogDriver is the binary the shim starts to write a container's CRI
+	// log (see logs.go); it must call RunLogDriver when IsLogDriver. Empty
+	// makes the nodelet copy the output itself (does not survive a restart).
+	LogDriver string
+	// OOMScoreAdjFloor: see SandboxSpecConfig.
+	OOMScoreAdjFloor int
+	Logger           *slog.Logger
+}
+
+// Containerd is the nodelet's runtime on containerd. Its methods are safe
+// for concurrent use; operations on one pod are serialized by the caller.
+type Containerd struct {
+	cfg    Config
+	client *containerd.Client
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	closers map[string]io.Closer // log files of containers copied in-process
+}
+
+// New connects to containerd.
+func New(ctx context.Context, cfg Config) (*Containerd, error) {
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.Runtime == "" {
+		cfg.Runtime = defaultRuntime
+	}
+	if cfg.LogRoot == "" {
+		cfg.LogRoot = DefaultLogRoot
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	client, _, err := Connect(ctx, cfg.Address, cfg.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return &Containerd{cfg: cfg, client: client, log: cfg.Logger, closers: map[string]io.Closer{}}, nil
+}
+
+// Client is the underlying containerd client (for image import at start).
+func (c *Containerd) Client() *containerd.Client { return c.client }
+
+// Namespace returns a context carrying the runtime's containerd namespace.
+func (c *Containerd) Namespace(ctx context.Context) context.Context { return c.nsCtx(ctx) }
+
+// Close closes the connection; sandboxes and containers keep running.
+func (c *Containerd) Close() error {
+	c.mu.Lock()
+	for id, cl := range c.closers {
+		cl.Close()
+		delete(c.closers, id)
+	}
+	c.mu.Unlock()
+	return c.client.Close()
+}
+
+func (c *Containerd) nsCtx(ctx context.Context) context.Context {
+	return namespaces.WithNamespace(ctx, c.cfg.Namespace)
+}
+
+// runtimeOptions are the runc shim's options (nil: its defaults).
+func (c *Containerd) runtimeOptions() any {
+	if c.cfg.RuncRoot == "" {
+		return nil
+	}
+	return &runcoptions.Options{Root: c.cfg.RuncRoot}
+}
+
+// SandboxConfig describes one sandbox of a pod.
+type SandboxConfig struct {
+	Image       Image  // the pause image (EnsureImage)
+	NetNSPath   string // the pod's network namespace, prepared by the caller
+	CgroupsPath string // the pod's cgroup
+	Attempt     uint32 // how many sandboxes the pod had before
+	// Spec is the pause container's spec; nil builds it with SandboxSpec
+	// from the pod, the image, NetNSPath, CgroupsPath and the floor.
+	Spec *specs.Spec
+}
+
+// podLabels are the labels shared by a pod's sandboxes and containers.
+func podLabels(pod *corev1.Pod, kind string, attempt uint32) map[string]string {
+	return map[string]string{
+		LabelPodUID:       string(pod.UID),
+		LabelPodName:      pod.Name,
+		LabelPodNamespace: pod.Namespace,
+		LabelKind:         kind,
+		LabelAttempt:      strconv.FormatUint(uint64(attempt), 10),
+	}
+}
+
+func newID() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// cleanupCtx is a fresh context (same namespace, no cancellation) for
+// rollbacks that must run even when ctx was cancelled.
+func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+}
+
+// RunSandbox creates and starts the pod's pause container with a new
+// snapshot of the pause image. On failure everything created is removed.
+func (c *Containerd) RunSandbox(ctx context.Context, pod *corev1.Pod, cfg SandboxConfig) (_ string, retErr error) {
+	ctx = c.nsCtx(ctx)
+	id := newID()
+	wrap := func(op string, err error) error {
+		return fmt.Errorf("run sandbox %s of pod %s/%s: %s: %w", id, pod.Namespace, pod.Name, op, err)
+	}
+	spec := cfg.Spec
+	if spec == nil {
+		var err error
+		spec, err = SandboxSpec(SandboxSpecConfig{
+			Pod: pod, Image: cfg.Image.Config, NetNSPath: cfg.NetNSPath,
+			CgroupsPath: cfg.CgroupsPath, OOMScoreAdjFloor: c.cfg.OOMScoreAdjFloor,
+		})
+		if err != nil {
+			return "", wrap("spec", err)
+		}
+	}
+	img, err := c.client.GetImage(ctx, cfg.Image.Ref)
+	if err != nil {
+		return "", wrap("get pause image "+cfg.Image.Ref, err)
+	}
+	labels := podLabels(pod, kindSandbox, cfg.Attempt)
+	labels[LabelNetNSPath] = cfg.NetNSPath
+	cont, err := c.client.NewContainer(ctx, id,
+		containerd.WithImage(img),
+		containerd.WithSnapshotter(c.cfg.SnapshotterName),
+		containerd.WithNewSnapshot(id, img),
+		containerd.WithContainerLabels(labels),
+		containerd.WithSpec(spec),
+		containerd.WithRuntime(c.cfg.Runtime, c.runtimeOptions()),
+	)
+	if err != nil {
+		return "", wrap("create container", err)
+	}
+	defer func() {
+		if retErr != nil {
+			cctx, cancel := cleanupCtx(ctx)
+			defer cancel()
+			if err := c.removeContainer(cctx, id); err != nil {
+				c.log.Warn("roll back sandbox", "id", id, "err", err)
+			}
+		}
+	}()
+	task, err := cont.NewTask(ctx, cio.NullIO)
+	if err != nil {
+		return "", wrap("create task", err)
+	}
+	if err := task.Start(ctx); err != nil {
+		return "", wrap("start task", err)
+	}
+	return id, nil
+}
+
+// SetSandboxIP records the pod IP the network gave a sandbox, so that
+// PodStatuses reports it (also after a restart).
+func (c *Containerd) SetSandboxIP(ctx context.Context, id, ip string) error {
+	ctx = c.nsCtx(ctx)
+	cont, err := c.client.LoadContainer(ctx, id)
+	if err != nil {
+		return fmt.Errorf("set IP of sandbox %s: %w", id, err)
+	}
+	if _, err := cont.SetLabels(ctx, map[string]string{LabelSandboxIP: ip}); err != nil {
+		return fmt.Errorf("set IP of sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// StopSandbox kills the pause process (which ends the pod's PID namespace,
+// if it has one) and deletes its task. A missing sandbox or task is
+// success. The containers of the sandbox are stopped by the caller first.
+func (c *Containerd) StopSandbox(ctx context.Context, id string) error {
+	if err := c.stopTask(c.nsCtx(ctx), id, 0); err != nil {
+		return fmt.Errorf("stop sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// RemoveSandbox removes the sandbox's containers, then the sandbox itself
+// with their snapshots, killing any task left. Not found is success.
+func (c *Containerd) RemoveSandbox(ctx context.Context, id string) error {
+	ctx = c.nsCtx(ctx)
+	list, err := c.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q==%q", LabelSandboxID, id))
+	if err != nil {
+		return fmt.Errorf("remove sandbox %s: list its containers: %w", id, err)
+	}
+	var errs []error
+	for _, ct := range list {
+		if err := c.removeContainer(ctx, ct.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := c.removeContainer(ctx, id); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("remove sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// ContainerConfig describes one app or init container instance.
+type ContainerConfig struct {
+	SandboxID string
+	Image     Image  // resolved by EnsureImage
+	ImageName string // as the pod spec names it (status.image)
+	Attempt   uint32 // restart count
+	Init      bool
+	// Spec is used as is when set. Otherwise ContainerSpec builds it from
+	// SpecConfig, with Pod, Container, Image, SandboxPID and (when zero)
+	// OOMScoreAdjFloor filled in.
+	Spec       *specs.Spec
+	SpecConfig ContainerSpecConfig
+}
+
+// CreateContainer creates a container in its sandbox with a new snapshot
+// of its image, and its task (created, not started), whose output goes to
+// the CRI log file. On failure everything created is removed.
+func (c *Containerd) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *corev1.Container, cfg ContainerConfig) (_ string, retErr error) {
+	ctx = c.nsCtx(ctx)
+	id := newID()
+	wrap := func(op string, err error) error {
+		return fmt.Errorf("create container %s (%s) of pod %s/%s: %s: %w", ctr.Name, id, pod.Namespace, pod.Name, op, err)
+	}
+	spec, err := c.containerSpec(ctx, pod, ctr, cfg)
+	if err != nil {
+		return "", wrap("spec", err)
+	}
+	img, err := c.client.GetImage(ctx, cfg.Image.Ref)
+	if err != nil {
+		return "", wrap("get image "+cfg.Image.Ref, err)
+	}
+	logPath := ContainerLogPath(c.cfg.LogRoot, pod.Namespace, pod.Name, string(pod.UID), ctr.Name, cfg.Attempt)
+	labels := podLabels(pod, kindContainer, cfg.Attempt)
+	labels[LabelContainer] = ctr.Name
+	labels[LabelSandboxID] = cfg.SandboxID
+	labels[LabelImage] = cfg.ImageName
+	labels[LabelImageRef] = cfg.Image.RepoDigest
+	labels[LabelLogPath] = logPath
+	if cfg.Init {
+		labels[LabelInit] = "true"
+	}
+	cont, err := c.client.NewContainer(ctx, id,
+		containerd.WithImage(img),
+		containerd.WithSnapshotter(c.cfg.SnapshotterName),
+		containerd.WithNewSnapshot(id, img),
+		containerd.WithContainerLabels(labels),
+		containerd.WithSpec(spec),
+		containerd.WithRuntime(c.cfg.Runtime, c.runtimeOptions()),
+	)
+	if err != nil {
+		return "", wrap("create container", err)
+	}
+	defer func() {
+		if retErr != nil {
+			cctx, cancel := cleanupCtx(ctx)
+			defer cancel()
+			if err := c.removeContainer(cctx, id); err != nil {
+				c.log.Warn("roll back container", "id", id, "err", err)
+			}
+		}
+	}()
+	creator, pl, err := c.logCreator(id, logPath)
+	if err != nil {
+		return "", wrap("log", err)
+	}
+	task, err := cont.NewTask(ctx, creator)
+	if err != nil {
+		if pl != nil {
+			pl.Close()
+		}
+		return "", wrap("create task", err)
+	}
+	if pl != nil {
+		pl.io = task.IO()
+		c.mu.Lock()
+		c.closers[id] = pl
+		c.mu.Unlock()
+	}
+	return id, nil
+}
+
+// containerSpec returns cfg.Spec or builds it, joining the sandbox's
+// namespaces through its pause process.
+func (c *Containerd) containerSpec(ctx context.Context, pod *corev1.Pod, ctr *corev1.Container, cfg ContainerConfig) (*specs.Spec, error) {
+	if cfg.Spec != nil {
+		return cfg.Spec, nil
+	}
+	sb, err := c.client.LoadContainer(ctx, cfg.SandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("load sandbox %s: %w", cfg.SandboxID, err)
+	}
+	task, err := sb.Task(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w: %w", cfg.SandboxID, ErrSandboxNotRunning, err)
+	}
+	st, err := task.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("status of sandbox %s: %w", cfg.SandboxID, err)
+	}
+	if st.Status != containerd.Running {
+		return nil, fmt.Errorf("sandbox %s is %s: %w", cfg.SandboxID, st.Status, ErrSandboxNotRunning)
+	}
+	sc := cfg.SpecConfig
+	sc.Pod, sc.Container, sc.Image, sc.SandboxPID = pod, ctr, cfg.Image.Config, task.Pid()
+	if sc.OOMScoreAdjFloor == 0 {
+		sc.OOMScoreAdjFloor = c.cfg.OOMScoreAdjFloor
+	}
+	return ContainerSpec(sc)
+}
+
+// logCreator returns the IO of a container's task: the log driver, or
+// FIFOs copied by this process into the log file.
+func (c *Containerd) logCreator(id, logPath string) (cio.Creator, *pipeLog, error) {
+	if c.cfg.LogDriver != "" {
+		return cio.BinaryIO(c.cfg.LogDriver, map[string]string{LogDriverArg: logPath}), nil, nil
+	}
+	f, err := openLogFile(logPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := &criLog{w: f, now: time.Now}
+	pl := &pipeLog{file: f, streams: []*criStream{l.stream("stdout"), l.stream("stderr")}}
+	opts := []cio.Opt{cio.WithStreams(nil, pl.streams[0], pl.streams[1])}
+	if c.cfg.StateDir != "" {
+		opts = append(opts, cio.WithFIFODir(c.cfg.StateDir+"/fifo"))
+	}
+	return cio.NewCreator(opts...), pl, nil
+}
+
+// pipeLog is the in-process copy of a container's output to its log file.
+type pipeLog struct {
+	io      cio.IO
+	file    io.Closer
+	streams []*criStream
+}
+
+// pipeDrainTimeout bounds the wait for a container's output to be copied
+// once its task is gone (a child holding the pipe open would block it).
+const pipeDrainTimeout = 2 * time.Second
+
+// Close waits (briefly) for the copy to drain, flushes unterminated lines
+// and closes the file and FIFOs.
+func (p *pipeLog) Close() error {
+	if p.io != nil {
+		done := make(chan struct{})
+		go func() { p.io.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(pipeDrainTimeout):
+			p.io.Cancel()
+		}
+		p.io.Close()
+	}
+	for _, s := range p.streams {
+		s.Close()
+	}
+	return p.file.Close()
+}
+
+func (c *Containerd) closeLog(id string) {
+	c.mu.Lock()
+	cl := c.closers[id]
+	delete(c.closers, id)
+	c.mu.Unlock()
+	if cl != nil {
+		cl.Close()
+	}
+}
+
+// StartContainer starts a created container's task and records the start.
+func (c *Containerd) StartContainer(ctx context.Context, id string) error {
+	ctx = c.nsCtx(ctx)
+	cont, err := c.client.LoadContainer(ctx, id)
+	if err != nil {
+		return fmt.Errorf("start container %s: %w", id, err)
+	}
+	task, err := cont.Task(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("start container %s: load task: %w", id, err)
+	}
+	if err := task.Start(ctx); err != nil {
+		return fmt.Errorf("start container %s: %w", id, err)
+	}
+	if _, err := cont.SetLabels(ctx, map[string]string{LabelStartedAt: time.Now().UTC().Format(time.RFC3339Nano)}); err != nil {
+		return fmt.Errorf("start container %s: record start: %w", id, err)
+	}
+	return nil
+}
+
+// StopContainer sends SIGTERM, waits up to grace, then SIGKILL; it records
+// the exit and deletes the task. A missing container or task is success.
+func (c *Containerd) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	if err := c.stopTask(c.nsCtx(ctx), id, grace); err != nil {
+		return fmt.Errorf("stop container %s: %w", id, err)
+	}
+	return nil
+}
+
+// RemoveContainer deletes a container, its task (killed if still running)
+// and its snapshot. Not found is success. Logs stay until the pod goes.
+func (c *Containerd) RemoveContainer(ctx context.Context, id string) error {
+	if err := c.removeContainer(c.nsCtx(ctx), id); err != nil {
+		return fmt.Errorf("remove container %s: %w", id, err)
+	}
+	return nil
+}
+
+func (c *Containerd) removeContainer(ctx context.Context, id string) error {
+	cont, err := c.client.LoadContainer(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("load %s: %w", id, err)
+	}
+	if task, err := cont.Task(ctx, nil); err == nil {
+		if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("delete task of %s: %w", id, err)
+		}
+	} else if !errdefs.IsNotFound(err) {
+		return fmt.Errorf("load task of %s: %w", id, err)
+	}
+	c.closeLog(id)
+	if err := cont.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("delete %s: %w", id, err)
+	}
+	return nil
+}
+
+// stopTask stops id's task: SIGTERM and up to grace to exit (none when
+// grace is 0), then SIGKILL; then records the exit in the container's
+// labels and deletes the task.
+func (c *Containerd) stopTask(ctx context.Context, id string, grace time.Duration) error {
+	cont, err := c.client.LoadContainer(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	task, err := cont.Task(ctx, nil)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("load task: %w", err)
+	}
+	st, err := task.Status(ctx)
+	if err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("task status: %w", err)
+	}
+	if err == nil && st.Status != containerd.Stopped {
+		if err := killAndWait(ctx, task, grace); err != nil {
+			return err
+		}
+	}
+	return c.reap(ctx, cont, task)
+}
+
+// killAndWait delivers SIGTERM (when grace > 0), waits up to grace, then
+// SIGKILL and waits for the exit.
+func killAndWait(ctx context.Context, task containerd.Task, grace time.Duration) error {
+	waitCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	exited, err := task.Wait(waitCtx)
+	if err != nil {
+		return fmt.Errorf("wait task: %w", err)
+	}
+	if grace > 0 {
+		if err := task.Kill(ctx, syscall.SIGTERM); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("SIGTERM: %w", err)
+		}
+		timer := time.NewTimer(grace)
+		defer timer.Stop()
+		select {
+		case <-exited:
+			return nil
+		case <-timer.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("SIGKILL: %w", err)
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

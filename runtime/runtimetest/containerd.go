@@ -1,0 +1,263 @@
+// Package runtimetest starts a private containerd for tests: its own root,
+// state, socket and configuration under the test's temporary directory,
+// and a cleanup that leaves no task, container, shim or mount behind.
+package runtimetest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"golang.org/x/sys/unix"
+)
+
+// configTemplate is a minimal containerd configuration: no CRI plugin, a
+// private socket, the opt directory inside the root.
+const configTemplate = `version = 2
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+oom_score = 0
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+
+[debug]
+  address = ""
+  level = "info"
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %q
+`
+
+// StartContainerd starts containerd as root with everything under
+// temporary directories and returns its socket address once it answers.
+// The test fails (not skips) when it is not root or containerd is not
+// installed. Cleanup kills and deletes every task and container in every
+// namespace, stops containerd and unmounts anything left under its root
+// and state directories; leftover mounts fail the test.
+func StartContainerd(t testing.TB) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("runtimetest: a real containerd needs root (run the tests as root)")
+	}
+	bin, err := exec.LookPath("containerd")
+	if err != nil {
+		t.Fatalf("runtimetest: containerd is not installed (apt-get install containerd runc): %v", err)
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Fatalf("runtimetest: runc is not installed: %v", err)
+	}
+	dir := t.TempDir()
+	// The socket path must stay short (108 bytes): keep it out of the
+	// test's directory, whose name grows with the test name.
+	sockDir, err := os.MkdirTemp("", "ctd")
+	if err != nil {
+		t.Fatalf("runtimetest: socket directory: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	root, state := filepath.Join(dir, "root"), filepath.Join(dir, "state")
+	sock := filepath.Join(sockDir, "c.sock")
+	cfg := filepath.Join(dir, "config.toml")
+	conf := fmt.Sprintf(configTemplate, sock, sock+".ttrpc", filepath.Join(root, "opt"))
+	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+		t.Fatalf("runtimetest: write config: %v", err)
+	}
+	logPath := filepath.Join(dir, "containerd.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatalf("runtimetest: log file: %v", err)
+	}
+	cmd := exec.Command(bin, "--root", root, "--state", state, "--address", sock, "--config", cfg)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		t.Fatalf("runtimetest: start containerd: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait(); logFile.Close() }()
+	t.Cleanup(func() {
+		cleanupContainerd(t, sock)
+		stopProcess(t, cmd, exited)
+		unmountUnder(t, root, state)
+		if t.Failed() {
+			logTail(t, logPath)
+		}
+	})
+	waitReady(t, sock, exited, logPath)
+	return sock
+}
+
+// waitReady polls containerd until it answers, it exits, or 20 s pass.
+func waitReady(t testing.TB, sock string, exited <-chan error, logPath string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			logTail(t, logPath)
+			t.Fatalf("runtimetest: containerd exited at start: %v", err)
+		default:
+		}
+		if _, err := os.Stat(sock); err == nil {
+			if answers(sock) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			logTail(t, logPath)
+			t.Fatalf("runtimetest: containerd at %s did not answer within 20s", sock)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// answers tells whether containerd at sock replies to a version call. It
+// does what runtime.Connect does; runtime's own tests import this package,
+// so it cannot import runtime.
+func answers(sock string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	client, err := containerd.New(sock, containerd.WithTimeout(5*time.Second))
+	if err != nil {
+		return false
+	}
+	defer client.Close()
+	_, err = client.Version(ctx)
+	return err == nil
+}
+
+// cleanupContainerd kills every task and deletes every container (with its
+// snapshot) in every namespace, then the images' snapshots go with the
+// root directory.
+func cleanupContainerd(t testing.TB, sock string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client, err := containerd.New(sock, containerd.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Errorf("runtimetest cleanup: connect: %v", err)
+		return
+	}
+	defer client.Close()
+	nss, err := client.NamespaceService().List(ctx)
+	if err != nil {
+		t.Errorf("runtimetest cleanup: list namespaces: %v", err)
+		return
+	}
+	for _, ns := range nss {
+		nsCtx := namespaces.WithNamespace(ctx, ns)
+		containers, err := client.Containers(nsCtx)
+		if err != nil {
+			t.Errorf("runtimetest cleanup: list containers in %s: %v", ns, err)
+			continue
+		}
+		for _, c := range containers {
+			if err := deleteContainer(nsCtx, c); err != nil {
+				t.Errorf("runtimetest cleanup: %s/%s: %v", ns, c.ID(), err)
+			}
+		}
+	}
+}
+
+func deleteContainer(ctx context.Context, c containerd.Container) error {
+	task, err := c.Task(ctx, nil)
+	if err == nil {
+		if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil {
+			return fmt.Errorf("delete task: %w", err)
+		}
+	}
+	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil {
+		return fmt.Errorf("delete container: %w", err)
+	}
+	return nil
+}
+
+// stopProcess stops containerd with SIGTERM, then SIGKILL after 10 s.
+func stopProcess(t testing.TB, cmd *exec.Cmd, exited <-chan error) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		return
+	case <-time.After(10 * time.Second):
+	}
+	t.Errorf("runtimetest: containerd did not stop on SIGTERM within 10s; killing it")
+	_ = cmd.Process.Kill()
+	<-exited
+}
+
+// unmountUnder unmounts every mount below the given directories, deepest
+// first, and fails the test when there was any: the code under test left
+// it behind.
+func unmountUnder(t testing.TB, dirs ...string) {
+	mounts, err := mountsUnder(dirs...)
+	if err != nil {
+		t.Errorf("runtimetest: %v", err)
+		return
+	}
+	if len(mounts) == 0 {
+		return
+	}
+	t.Errorf("runtimetest: mounts left under containerd's directories: %s", strings.Join(mounts, ", "))
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if err := unix.Unmount(mounts[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			t.Errorf("runtimetest: unmount %s: %v", mounts[i], err)
+		}
+	}
+}
+
+// mountsUnder lists the mount points under dirs, in mountinfo order.
+func mountsUnder(dirs ...string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("read mountinfo: %w", err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMount(fields[4])
+		for _, d := range dirs {
+			if mp == d || strings.HasPrefix(mp, d+"/") {
+				out = append(out, mp)
+				break
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+func unescapeMount(s string) string {
+	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+	return r.Replace(s)
+}
+
+func logTail(t testing.TB, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	t.Logf("containerd log (last %d lines):\n%s", len(lines), strings.Join(lines, "\n"))
+}
