@@ -1,0 +1,319 @@
+// Package nodelet ties the node's components together. sync*.go hold the
+// pod Syncer the pod workers call: plan (runtime.ComputePodActions) then
+// act (network, cgroups, volumes, containerd), then report the status.
+package nodelet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/cgroups"
+	"github.com/nodelet/nodelet/network"
+	"github.com/nodelet/nodelet/podworkers"
+	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/status"
+	"github.com/nodelet/nodelet/volumes"
+)
+
+// Runtime is what the Syncer uses of *runtime.Containerd.
+type Runtime interface {
+	EnsureImage(ctx context.Context, ref string, policy corev1.PullPolicy) (runtime.Image, error)
+	RunSandbox(ctx context.Context, pod *corev1.Pod, cfg runtime.SandboxConfig) (string, error)
+	SetSandboxIP(ctx context.Context, id, ip string) error
+	StopSandbox(ctx context.Context, id string) error
+	RemoveSandbox(ctx context.Context, id string) error
+	CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *corev1.Container, cfg runtime.ContainerConfig) (string, error)
+	StartContainer(ctx context.Context, id string) error
+	StopContainer(ctx context.Context, id string, grace time.Duration) error
+	RemoveContainer(ctx context.Context, id string) error
+}
+
+// Network is what the Syncer uses of *network.Network.
+type Network interface {
+	SetupPod(ctx context.Context, p network.PodNetwork) (network.Result, error)
+	TeardownPod(ctx context.Context, p network.PodNetwork) error
+}
+
+// Volumes is what the Syncer uses of *volumes.Manager.
+type Volumes interface {
+	SetupPod(ctx context.Context, pod *corev1.Pod) (map[string]volumes.Mount, error)
+	TeardownPod(ctx context.Context, uid types.UID) error
+}
+
+// StatusSink receives the pod statuses the Syncer computes
+// (*status.Manager).
+type StatusSink interface {
+	SetPodStatus(pod *corev1.Pod, st corev1.PodStatus)
+}
+
+// PodStatusFunc returns the runtime's current view of one pod; a pod the
+// runtime does not know has an empty status (not an error).
+type PodStatusFunc func(ctx context.Context, uid types.UID) (*runtime.PodStatus, error)
+
+// SyncerConfig configures a Syncer.
+type SyncerConfig struct {
+	Runtime Runtime
+	Network Network
+	Cgroups cgroups.Manager
+	// CgroupDriver spells the containers' cgroupsPath (cgroupfs default).
+	CgroupDriver cgroups.Driver
+	Volumes      Volumes
+	Status       StatusSink
+	// PodStatus reads the runtime's state of a pod, fresh (not a stale
+	// cache): PodStatusFromList(rt.PodStatuses) or the PLEG cache.
+	PodStatus PodStatusFunc
+	// Backoff delays crashing containers' restarts; nil never delays.
+	Backoff    *runtime.Backoff
+	PauseImage string
+	NodeName   string
+	NodeIP     string
+	// ClusterDNS and ClusterDomain make the pods' resolv.conf and hosts.
+	ClusterDNS    []string
+	ClusterDomain string
+	// HostResolvConf is the node's resolv.conf (for dnsPolicy Default);
+	// nil reads /etc/resolv.conf.
+	HostResolvConf []byte
+	// PodFilesDir holds each pod's generated hosts and resolv.conf
+	// (PodFilesDir/<uid>/); empty leaves the image's files.
+	PodFilesDir string
+	// LogRoot is the runtime's log root (runtime.DefaultLogRoot when empty);
+	// SyncTerminatedPod removes the pod's directory under it.
+	LogRoot          string
+	OOMScoreAdjFloor int
+	MemoryCapacity   int64
+	// Now defaults to time.Now.
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// Syncer implements podworkers.Syncer on the real node components.
+type Syncer struct {
+	cfg SyncerConfig
+	log *slog.Logger
+
+	mu    sync.Mutex
+	pulls map[string]pullFailure // uid/container -> last pull failure
+}
+
+var _ podworkers.Syncer = (*Syncer)(nil)
+
+// pullFailure remembers a failed image pull for ImagePullBackOff.
+type pullFailure struct {
+	image string
+	until time.Time
+	delay time.Duration
+}
+
+const (
+	pullBackoffInitial = 10 * time.Second
+	pullBackoffMax     = 5 * time.Minute
+)
+
+// NewSyncer checks cfg and returns a Syncer.
+func NewSyncer(cfg SyncerConfig) (*Syncer, error) {
+	switch {
+	case cfg.Runtime == nil, cfg.Network == nil, cfg.Cgroups == nil, cfg.Volumes == nil,
+		cfg.Status == nil, cfg.PodStatus == nil:
+		return nil, errors.New("nodelet: syncer needs Runtime, Network, Cgroups, Volumes, Status and PodStatus")
+	case cfg.PauseImage == "":
+		return nil, errors.New("nodelet: syncer needs PauseImage")
+	}
+	if cfg.CgroupDriver == "" {
+		cfg.CgroupDriver = cgroups.DriverCgroupfs
+	}
+	if cfg.LogRoot == "" {
+		cfg.LogRoot = runtime.DefaultLogRoot
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.HostResolvConf == nil {
+		cfg.HostResolvConf, _ = os.ReadFile("/etc/resolv.conf") // missing: empty
+	}
+	return &Syncer{cfg: cfg, log: cfg.Log, pulls: map[string]pullFailure{}}, nil
+}
+
+// PodStatusFromList adapts a lister of every pod's status (such as
+// (*runtime.Containerd).PodStatuses) to a PodStatusFunc.
+func PodStatusFromList(list func(ctx context.Context) ([]runtime.PodStatus, error)) PodStatusFunc {
+	return func(ctx context.Context, uid types.UID) (*runtime.PodStatus, error) {
+		all, err := list(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for i := range all {
+			if all[i].UID == uid {
+				return &all[i], nil
+			}
+		}
+		return &runtime.PodStatus{UID: uid}, nil
+	}
+}
+
+func podRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+func (s *Syncer) podStatus(ctx context.Context, pod *corev1.Pod) (*runtime.PodStatus, error) {
+	rs, err := s.cfg.PodStatus(ctx, pod.UID)
+	if err != nil {
+		return nil, fmt.Errorf("get runtime status of pod %s: %w", podRef(pod), err)
+	}
+	if rs == nil {
+		rs = &runtime.PodStatus{UID: pod.UID}
+	}
+	rs.UID, rs.Name, rs.Namespace = pod.UID, pod.Name, pod.Namespace
+	return rs, nil
+}
+
+// SyncPod makes the pod run as its spec says, then reports its status.
+func (s *Syncer) SyncPod(ctx context.Context, pod *corev1.Pod) error {
+	rs, err := s.podStatus(ctx, pod)
+	if err != nil {
+		return err
+	}
+	var backoff runtime.BackoffFunc
+	if s.cfg.Backoff != nil {
+		backoff = s.cfg.Backoff.InBackoff
+	}
+	actions := runtime.ComputePodActions(pod, rs, s.cfg.Now(), backoff)
+	waiting := map[string]corev1.ContainerStateWaiting{}
+	for k, v := range actions.Waiting {
+		waiting[k] = v
+	}
+	actErr := s.act(ctx, pod, rs, &actions, waiting)
+	if err := s.reportStatus(ctx, pod, waiting, false); err != nil {
+		return errors.Join(actErr, err)
+	}
+	return actErr
+}
+
+// reportStatus computes the status from a fresh runtime status.
+func (s *Syncer) reportStatus(ctx context.Context, pod *corev1.Pod, waiting map[string]corev1.ContainerStateWaiting, terminal bool) error {
+	rs, err := s.podStatus(context.WithoutCancel(ctx), pod)
+	if err != nil {
+		return err
+	}
+	var hostIPs []string
+	if s.cfg.NodeIP != "" {
+		hostIPs = []string{s.cfg.NodeIP}
+	}
+	st := status.Compute(pod, rs, status.Inputs{
+		Now: s.cfg.Now(), HostIPs: hostIPs, PodIsTerminal: terminal, Waiting: waiting,
+	})
+	s.cfg.Status.SetPodStatus(pod, st)
+	return nil
+}
+
+// act carries out the plan; waiting collects why containers wait.
+func (s *Syncer) act(ctx context.Context, pod *corev1.Pod, rs *runtime.PodStatus, a *runtime.PodActions, waiting map[string]corev1.ContainerStateWaiting) error {
+	if a.KillPod {
+		if err := s.killPod(ctx, pod, rs, -1); err != nil {
+			return err
+		}
+	}
+	for id, info := range a.ContainersToKill {
+		if err := s.cfg.Runtime.StopContainer(ctx, id, gracePeriod(pod, -1)); err != nil {
+			return fmt.Errorf("kill container %s (%s: %s) of pod %s: %w", info.Name, id, info.Reason, podRef(pod), err)
+		}
+	}
+	if a.KillPod && !a.CreateSandbox {
+		return nil // the pod is done: nothing to run
+	}
+	podCgroup, err := s.cfg.Cgroups.EnsurePod(ctx, pod)
+	if err != nil {
+		return fmt.Errorf("ensure cgroup of pod %s: %w", podRef(pod), err)
+	}
+	mounts, err := s.cfg.Volumes.SetupPod(ctx, pod)
+	if err != nil {
+		return fmt.Errorf("set up volumes of pod %s: %w", podRef(pod), err)
+	}
+	sb := sandboxInfo{id: a.SandboxID}
+	// Containers with no status show ContainerCreating (PodInitializing
+	// behind init containers) by status.Compute's default meanwhile.
+	if a.CreateSandbox {
+		if sb, err = s.createSandbox(ctx, pod, podCgroup, a.Attempt); err != nil {
+			return err
+		}
+	} else if cur := rs.LatestSandbox(); cur != nil {
+		sb.ip = cur.IP
+	}
+	pc := podContext{pod: pod, sandbox: sb, podCgroup: podCgroup, volumes: hostPaths(mounts), rs: rs}
+	if err := s.writePodFiles(&pc); err != nil {
+		return err
+	}
+	if c := a.NextInitContainerToStart; c != nil {
+		return s.startContainer(ctx, &pc, c, true, waiting)
+	}
+	var errs []error
+	for _, i := range a.ContainersToStart {
+		if err := s.startContainer(ctx, &pc, &pod.Spec.Containers[i], false, waiting); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func setWaiting(w map[string]corev1.ContainerStateWaiting, name, reason, msg string) {
+	w[name] = corev1.ContainerStateWaiting{Reason: reason, Message: msg}
+}
+
+func hostPaths(m map[string]volumes.Mount) map[string]string {
+	out := make(map[string]string, len(m))
+	for name, v := range m {
+		out[name] = v.HostPath
+	}
+	return out
+}
+
+// gracePeriod is override (seconds) when >= 0, else the pod's
+// terminationGracePeriodSeconds (30 s by default).
+func gracePeriod(pod *corev1.Pod, override int64) time.Duration {
+	g := int64(30)
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		g = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	if override >= 0 {
+		g = override
+	}
+	return time.Duration(g) * time.Second
+}
+
+func newNetworkID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return "nodelet-" + hex.EncodeToString(b)
+}
+
+func podNetwork(pod *corev1.Pod, id string) network.PodNetwork {
+	p := network.PodNetwork{ID: id, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID)}
+	for _, c := range pod.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.HostPort != 0 {
+				p.PortMappings = append(p.PortMappings, network.PortMapping{
+					HostPort: port.HostPort, ContainerPort: port.ContainerPort,
+					Protocol: string(port.Protocol), HostIP: port.HostIP,
+				})
+			}
+		}
+	}
+	return p
+}
+
+// podLogDir is the runtime's directory of the pod's logs.
+func (s *Syncer) podLogDir(pod *corev1.Pod) string {
+	return filepath.Dir(filepath.Dir(runtime.ContainerLogPath(s.cfg.LogRoot, pod.Namespace, pod.Name, string(pod.UID), "x", 0)))
+}

@@ -1,0 +1,253 @@
+package nodelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/cgroups"
+	"github.com/nodelet/nodelet/runtime"
+)
+
+// sandboxInfo is the sandbox the pod's containers join.
+type sandboxInfo struct {
+	id string
+	ip string
+}
+
+// podContext is what starting one container of a pod needs.
+type podContext struct {
+	pod       *corev1.Pod
+	sandbox   sandboxInfo
+	podCgroup string
+	volumes   map[string]string
+	rs        *runtime.PodStatus
+	hosts     string
+	resolv    string
+}
+
+// createSandbox sets up the pod network, runs the pause container in it and
+// records the IP; a failure undoes the network setup.
+func (s *Syncer) createSandbox(ctx context.Context, pod *corev1.Pod, podCgroup string, attempt uint32) (_ sandboxInfo, retErr error) {
+	wrap := func(op string, err error) error {
+		return fmt.Errorf("create sandbox for pod %s: %s: %w", podRef(pod), op, err)
+	}
+	pause, err := s.cfg.Runtime.EnsureImage(ctx, s.cfg.PauseImage, corev1.PullIfNotPresent)
+	if err != nil {
+		return sandboxInfo{}, wrap("pause image "+s.cfg.PauseImage, err)
+	}
+	var netnsPath, ip string
+	if !pod.Spec.HostNetwork {
+		pn := podNetwork(pod, newNetworkID())
+		res, err := s.cfg.Network.SetupPod(ctx, pn)
+		if err != nil {
+			return sandboxInfo{}, wrap("set up network", err)
+		}
+		defer func() {
+			if retErr != nil {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+				defer cancel()
+				if err := s.cfg.Network.TeardownPod(cctx, pn); err != nil {
+					s.log.Warn("undo network setup", "pod", podRef(pod), "err", err)
+				}
+			}
+		}()
+		netnsPath, ip = res.NetNSPath, res.IP.String()
+	}
+	id, err := s.cfg.Runtime.RunSandbox(ctx, pod, runtime.SandboxConfig{
+		Image: pause, NetNSPath: netnsPath, Attempt: attempt,
+		CgroupsPath: cgroups.ContainerCgroupsPath(s.cfg.CgroupDriver, podCgroup, "sandbox-"+newNetworkID()),
+	})
+	if err != nil {
+		return sandboxInfo{}, wrap("run sandbox", err)
+	}
+	if ip != "" {
+		if err := s.cfg.Runtime.SetSandboxIP(ctx, id, ip); err != nil {
+			if rerr := s.cfg.Runtime.RemoveSandbox(context.WithoutCancel(ctx), id); rerr != nil {
+				s.log.Warn("undo sandbox", "pod", podRef(pod), "id", id, "err", rerr)
+			}
+			return sandboxInfo{}, wrap("record IP", err)
+		}
+	}
+	s.log.Info("sandbox created", "pod", podRef(pod), "id", id, "ip", ip)
+	return sandboxInfo{id: id, ip: ip}, nil
+}
+
+// writePodFiles writes the pod's /etc/hosts and /etc/resolv.conf.
+func (s *Syncer) writePodFiles(pc *podContext) error {
+	pod := pc.pod
+	if s.cfg.PodFilesDir == "" || pod.Spec.HostNetwork {
+		return nil
+	}
+	dir := filepath.Join(s.cfg.PodFilesDir, string(pod.UID))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write files of pod %s: %w", podRef(pod), err)
+	}
+	var ips []string
+	if pc.sandbox.ip != "" {
+		ips = []string{pc.sandbox.ip}
+	}
+	pc.hosts = filepath.Join(dir, "hosts")
+	pc.resolv = filepath.Join(dir, "resolv.conf")
+	dns := runtime.PodDNS(pod, runtime.DNSSettings{
+		ClusterDNS: s.cfg.ClusterDNS, ClusterDomain: s.cfg.ClusterDomain, HostResolvConf: s.cfg.HostResolvConf,
+	})
+	for path, content := range map[string][]byte{
+		pc.hosts:  runtime.HostsFile(pod, ips, s.cfg.ClusterDomain, nil),
+		pc.resolv: runtime.ResolvConf(dns),
+	} {
+		if err := os.WriteFile(path, content, 0o644); err != nil {
+			return fmt.Errorf("write files of pod %s: %w", podRef(pod), err)
+		}
+	}
+	return nil
+}
+
+// startContainer pulls the image (per its policy), creates and starts one
+// container; waiting gets the reason of a failure.
+func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.Container, init bool, waiting map[string]corev1.ContainerStateWaiting) error {
+	pod := pc.pod
+	wrap := func(op string, err error) error {
+		return fmt.Errorf("%s container %s of pod %s: %w", op, c.Name, podRef(pod), err)
+	}
+	img, err := s.ensureImage(ctx, pod, c, waiting)
+	if err != nil {
+		return wrap("pull image for", err)
+	}
+	var attempt uint32
+	if prev := pc.rs.LatestContainer(c.Name); prev != nil {
+		attempt = prev.Attempt + 1
+	}
+	hostname, err := runtime.SandboxHostname(pod, s.cfg.ClusterDomain)
+	if err != nil {
+		setWaiting(waiting, c.Name, "CreateContainerConfigError", err.Error())
+		return wrap("create", err)
+	}
+	if pod.Spec.HostNetwork {
+		hostname = s.cfg.NodeName
+	}
+	var podIPs, hostIPs []string
+	if s.cfg.NodeIP != "" {
+		hostIPs = []string{s.cfg.NodeIP}
+	}
+	if pc.sandbox.ip != "" {
+		podIPs = []string{pc.sandbox.ip}
+	} else if pod.Spec.HostNetwork {
+		podIPs = hostIPs
+	}
+	id, err := s.cfg.Runtime.CreateContainer(ctx, pod, c, runtime.ContainerConfig{
+		SandboxID: pc.sandbox.id, Image: img, ImageName: c.Image, Attempt: attempt, Init: init,
+		SpecConfig: runtime.ContainerSpecConfig{
+			CgroupsPath:      cgroups.ContainerCgroupsPath(s.cfg.CgroupDriver, pc.podCgroup, "ctr-"+newNetworkID()),
+			Env:              runtime.EnvContext{PodIPs: podIPs, HostIPs: hostIPs},
+			Volumes:          pc.volumes,
+			Hostname:         hostname,
+			HostsPath:        pc.hosts,
+			ResolvConfPath:   pc.resolv,
+			MemoryCapacity:   s.cfg.MemoryCapacity,
+			OOMScoreAdjFloor: s.cfg.OOMScoreAdjFloor,
+		},
+	})
+	if err != nil {
+		setWaiting(waiting, c.Name, "CreateContainerError", err.Error())
+		return wrap("create", err)
+	}
+	if err := s.cfg.Runtime.StartContainer(ctx, id); err != nil {
+		setWaiting(waiting, c.Name, "RunContainerError", err.Error())
+		return wrap("start", err)
+	}
+	delete(waiting, c.Name)
+	s.log.Info("container started", "pod", podRef(pod), "container", c.Name, "id", id, "attempt", attempt)
+	return nil
+}
+
+// ensureImage resolves the container's image per its pull policy, with a
+// back-off after failed pulls (ErrImagePull, then ImagePullBackOff).
+func (s *Syncer) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container, waiting map[string]corev1.ContainerStateWaiting) (runtime.Image, error) {
+	key := string(pod.UID) + "/" + c.Name
+	now := s.cfg.Now()
+	s.mu.Lock()
+	pf, failed := s.pulls[key]
+	s.mu.Unlock()
+	if failed && pf.image == c.Image && now.Before(pf.until) {
+		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		setWaiting(waiting, c.Name, "ImagePullBackOff", msg)
+		return runtime.Image{}, errors.New(msg)
+	}
+	policy := c.ImagePullPolicy
+	if policy == "" {
+		policy = corev1.PullIfNotPresent
+	}
+	img, err := s.cfg.Runtime.EnsureImage(ctx, c.Image, policy)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		delete(s.pulls, key)
+		return img, nil
+	}
+	delay := pullBackoffInitial
+	if failed && pf.image == c.Image {
+		delay = min(2*pf.delay, pullBackoffMax)
+	}
+	s.pulls[key] = pullFailure{image: c.Image, until: now.Add(delay), delay: delay}
+	reason := "ErrImagePull"
+	switch {
+	case errors.Is(err, runtime.ErrImageNeverPull):
+		reason = "ErrImageNeverPull"
+	case errors.Is(err, runtime.ErrInvalidImageName):
+		reason = "InvalidImageName"
+	}
+	setWaiting(waiting, c.Name, reason, err.Error())
+	return runtime.Image{}, err
+}
+
+// killPod stops every container (within grace; < 0: the pod's own), then
+// every sandbox, and tears down the sandboxes' networks.
+func (s *Syncer) killPod(ctx context.Context, pod *corev1.Pod, rs *runtime.PodStatus, grace int64) error {
+	if err := s.stopContainers(ctx, pod, rs, grace); err != nil {
+		return err
+	}
+	var errs []error
+	for _, sb := range rs.Sandboxes {
+		if err := s.cfg.Runtime.StopSandbox(ctx, sb.ID); err != nil {
+			errs = append(errs, fmt.Errorf("stop sandbox %s of pod %s: %w", sb.ID, podRef(pod), err))
+			continue
+		}
+		if sb.NetNSPath != "" {
+			if err := s.cfg.Network.TeardownPod(ctx, podNetwork(pod, filepath.Base(sb.NetNSPath))); err != nil {
+				errs = append(errs, fmt.Errorf("tear down network of sandbox %s of pod %s: %w", sb.ID, podRef(pod), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stopContainers stops the pod's running containers in parallel.
+func (s *Syncer) stopContainers(ctx context.Context, pod *corev1.Pod, rs *runtime.PodStatus, grace int64) error {
+	d := gracePeriod(pod, grace)
+	errc := make(chan error, len(rs.Containers))
+	n := 0
+	for _, cs := range rs.Containers {
+		if cs.State != runtime.StateRunning && cs.State != runtime.StateUnknown {
+			continue
+		}
+		n++
+		go func(cs runtime.ContainerStatus) {
+			if err := s.cfg.Runtime.StopContainer(ctx, cs.ID, d); err != nil {
+				errc <- fmt.Errorf("stop container %s (%s) of pod %s: %w", cs.Name, cs.ID, podRef(pod), err)
+				return
+			}
+			errc <- nil
+		}(cs)
+	}
+	var errs []error
+	for range n {
+		errs = append(errs, <-errc)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,72 @@
+package nodelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// SyncTerminatingPod stops every container with the grace period (SIGTERM,
+// then SIGKILL), then the sandboxes, and reports the terminated status.
+func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, grace int64) error {
+	grace = max(grace, 0)
+	rs, err := s.podStatus(ctx, pod)
+	if err != nil {
+		return err
+	}
+	killErr := s.killPod(ctx, pod, rs, grace)
+	if killErr != nil {
+		killErr = fmt.Errorf("terminate pod %s: %w", podRef(pod), killErr)
+	}
+	if err := s.reportStatus(ctx, pod, nil, killErr == nil); err != nil {
+		return errors.Join(killErr, err)
+	}
+	return killErr
+}
+
+// SyncTerminatedPod releases what the stopped pod holds: networks,
+// sandboxes and containers, cgroup, volumes, generated files and logs.
+// Every step is idempotent; all are tried and their errors joined.
+func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod) error {
+	rs, err := s.podStatus(ctx, pod)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	add := func(op string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s of pod %s: %w", op, podRef(pod), err))
+		}
+	}
+	for _, sb := range rs.Sandboxes {
+		if sb.NetNSPath != "" {
+			add("tear down network", s.cfg.Network.TeardownPod(ctx, podNetwork(pod, filepath.Base(sb.NetNSPath))))
+		}
+		add("remove sandbox "+sb.ID, s.cfg.Runtime.RemoveSandbox(ctx, sb.ID))
+	}
+	for _, cs := range rs.Containers { // containers whose sandbox is gone
+		add("remove container "+cs.ID, s.cfg.Runtime.RemoveContainer(ctx, cs.ID))
+	}
+	add("remove cgroup", s.cfg.Cgroups.RemovePod(ctx, pod.UID))
+	add("tear down volumes", s.cfg.Volumes.TeardownPod(ctx, pod.UID))
+	if s.cfg.PodFilesDir != "" {
+		add("remove files", os.RemoveAll(filepath.Join(s.cfg.PodFilesDir, string(pod.UID))))
+	}
+	add("remove logs", os.RemoveAll(s.podLogDir(pod)))
+	s.mu.Lock()
+	for _, c := range pod.Spec.InitContainers {
+		delete(s.pulls, string(pod.UID)+"/"+c.Name)
+	}
+	for _, c := range pod.Spec.Containers {
+		delete(s.pulls, string(pod.UID)+"/"+c.Name)
+	}
+	s.mu.Unlock()
+	if s.cfg.Backoff != nil {
+		s.cfg.Backoff.Forget(pod.UID)
+	}
+	return errors.Join(errs...)
+}
