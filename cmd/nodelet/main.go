@@ -1,0 +1,92 @@
+// Command nodelet is the node agent: it runs the pods the API server
+// assigns to its node on containerd.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/network"
+	"github.com/nodelet/nodelet/nodelet"
+	"github.com/nodelet/nodelet/runtime"
+)
+
+func main() {
+	// The containerd shim starts this binary as the containers' log driver.
+	if runtime.IsLogDriver(os.Args[1:]) {
+		runtime.RunLogDriver(os.Args[1:])
+		return
+	}
+	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "nodelet:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("nodelet", flag.ContinueOnError)
+	var cfg nodelet.Config
+	var kubeconfig, cniBinDirs, clusterDNS, logLevel string
+	hostname, _ := os.Hostname()
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file of the API server (required)")
+	fs.StringVar(&cfg.NodeName, "node-name", strings.ToLower(hostname), "name of the Node object")
+	fs.StringVar(&cfg.RootDir, "root-dir", nodelet.DefaultRootDir, "nodelet state directory")
+	fs.StringVar(&cfg.ContainerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd socket")
+	fs.StringVar(&cfg.ContainerdNamespace, "containerd-namespace", runtime.DefaultNamespace, "containerd namespace of the pods")
+	fs.StringVar(&cniBinDirs, "cni-bin-dir", strings.Join(network.DefaultBinDirs, ":"), "colon-separated CNI plugin directories")
+	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", network.DefaultConfDir, "CNI configuration directory")
+	fs.StringVar(&cfg.CgroupDriver, "cgroup-driver", "", "cgroupfs or systemd (default: detected)")
+	fs.StringVar(&cfg.CgroupRoot, "cgroup-root", "/", "cgroup under which kubepods is created")
+	fs.StringVar(&cfg.PodInfraImage, "pod-infra-image", nodelet.DefaultPodInfraImage, "pause image")
+	fs.StringVar(&cfg.PauseBinary, "pause-binary", "", "static pause binary the pause image is built from (default: pause next to nodelet)")
+	fs.StringVar(&cfg.NodeIP, "node-ip", "", "node InternalIP (default: address of the default-route interface)")
+	fs.StringVar(&cfg.PodCIDR, "pod-cidr", "", "pod CIDR (default: the one the control plane assigns)")
+	fs.StringVar(&cfg.ImageDir, "image-dir", "", "directory of image tarballs imported at start")
+	fs.StringVar(&clusterDNS, "cluster-dns", "", "comma-separated cluster DNS server IPs")
+	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if kubeconfig == "" {
+		return fmt.Errorf("--kubeconfig is required")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+	klog.SetSlogLogger(log)
+
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
+	}
+	cfg.RestConfig, cfg.Log = rc, log
+	cfg.CNIBinDirs = filepath.SplitList(cniBinDirs)
+	if clusterDNS != "" {
+		cfg.ClusterDNS = strings.Split(clusterDNS, ",")
+	}
+	if exe, err := os.Executable(); err == nil {
+		cfg.LogDriver = exe // container logs survive nodelet restarts
+	}
+	agent, err := nodelet.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return agent.Run(ctx)
+}

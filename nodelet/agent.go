@@ -1,0 +1,244 @@
+package nodelet
+
+// agent*.go wire the node agent: containerd, images, cgroups, network,
+// volumes, the status manager, the node status, the PLEG, the pod workers
+// with the Syncer, and the informer of the node's pods.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodelet/nodelet/cgroups"
+	"github.com/nodelet/nodelet/network"
+	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/status"
+	"github.com/nodelet/nodelet/volumes"
+)
+
+// DefaultPodInfraImage is the pause image the nodelet builds and imports.
+const DefaultPodInfraImage = "registry.k8s.io/pause:3.10-nodelet"
+
+// DefaultRootDir is the nodelet's state directory.
+const DefaultRootDir = "/var/lib/nodelet"
+
+// housekeepingInterval re-syncs every pod and looks for orphans.
+const housekeepingInterval = 10 * time.Second
+
+// Config configures the node agent. Zero fields take the defaults of the
+// packages they go to.
+type Config struct {
+	// RestConfig reaches the API server (from --kubeconfig); Client, when
+	// set, is used instead.
+	RestConfig *rest.Config
+	Client     kubernetes.Interface
+	NodeName   string
+	RootDir    string // DefaultRootDir when empty
+
+	ContainerdAddress   string
+	ContainerdNamespace string // runtime.DefaultNamespace ("nodelet") when empty
+	// RuncRoot and StateDir: see runtime.Config (tests keep them private).
+	RuncRoot, StateDir string
+	// LogRoot holds the pods' CRI logs (runtime.DefaultLogRoot when empty).
+	LogRoot string
+	// LogDriver is the binary the shim runs to write container logs (the
+	// nodelet executable itself, see runtime.IsLogDriver); empty copies
+	// them in-process.
+	LogDriver string
+
+	CNIBinDirs []string
+	CNIConfDir string
+	// NetNSDir, BridgeName and NetworkName: see network.Config. The CNI
+	// cache and IPAM state live under RootDir.
+	NetNSDir, BridgeName, NetworkName string
+
+	CgroupDriver string // "", "cgroupfs" or "systemd"
+	CgroupRoot   string
+
+	PodInfraImage string // DefaultPodInfraImage when empty
+	// PauseBinary is the static pause program the pause image is built
+	// from when containerd lacks it; default: "pause" next to the
+	// running executable.
+	PauseBinary string
+	// ImageDir holds image tarballs imported at start (air-gapped nodes).
+	ImageDir string
+
+	NodeIP        string
+	PodCIDR       string
+	ClusterDNS    []string
+	ClusterDomain string
+	Log           *slog.Logger
+}
+
+// Agent is the node agent.
+type Agent struct {
+	cfg    Config
+	client kubernetes.Interface
+	log    *slog.Logger
+}
+
+// New checks cfg, fills in defaults and makes the API client.
+func New(cfg Config) (*Agent, error) {
+	if cfg.NodeName == "" || cfg.ContainerdAddress == "" {
+		return nil, errors.New("nodelet: NodeName and ContainerdAddress are required")
+	}
+	if err := setAgentDefaults(&cfg); err != nil {
+		return nil, err
+	}
+	client := cfg.Client
+	if client == nil {
+		if cfg.RestConfig == nil {
+			return nil, errors.New("nodelet: RestConfig or Client is required")
+		}
+		var err error
+		if client, err = kubernetes.NewForConfig(cfg.RestConfig); err != nil {
+			return nil, fmt.Errorf("nodelet: API client: %w", err)
+		}
+	}
+	return &Agent{cfg: cfg, client: client, log: cfg.Log.With("node", cfg.NodeName)}, nil
+}
+
+func setAgentDefaults(cfg *Config) error {
+	if cfg.RootDir == "" {
+		cfg.RootDir = DefaultRootDir
+	}
+	if !filepath.IsAbs(cfg.RootDir) {
+		return fmt.Errorf("nodelet: root dir %q is not absolute", cfg.RootDir)
+	}
+	if cfg.ContainerdNamespace == "" {
+		cfg.ContainerdNamespace = runtime.DefaultNamespace
+	}
+	if cfg.PodInfraImage == "" {
+		cfg.PodInfraImage = DefaultPodInfraImage
+	}
+	if cfg.PauseBinary == "" {
+		if exe, err := os.Executable(); err == nil {
+			cfg.PauseBinary = filepath.Join(filepath.Dir(exe), "pause")
+		}
+	}
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = "cluster.local"
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return nil
+}
+
+// components are the node's parts that Run sets up before wiring.
+type components struct {
+	rt     *runtime.Containerd
+	cg     cgroups.Manager
+	driver cgroups.Driver
+	net    *network.Network
+	vols   *volumes.Manager
+	floor  int
+}
+
+// setup connects containerd, imports the images and makes the cgroup,
+// network and volume managers.
+func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
+	c := &components{}
+	var err error
+	if c.floor, err = cgroups.OwnOOMScoreAdj(); err != nil {
+		return nil, fmt.Errorf("nodelet: read own oom_score_adj: %w", err)
+	}
+	c.rt, err = runtime.New(ctx, runtime.Config{Address: a.cfg.ContainerdAddress, Namespace: a.cfg.ContainerdNamespace,
+		RuncRoot: a.cfg.RuncRoot, StateDir: a.cfg.StateDir, LogRoot: a.cfg.LogRoot, LogDriver: a.cfg.LogDriver,
+		OOMScoreAdjFloor: c.floor, Logger: a.log.With("component", "runtime")})
+	if err != nil {
+		return nil, fmt.Errorf("nodelet: connect containerd at %s: %w", a.cfg.ContainerdAddress, err)
+	}
+	defer func() {
+		if retErr != nil {
+			c.rt.Close()
+		}
+	}()
+	if err := a.importImages(ctx, c.rt); err != nil {
+		return nil, err
+	}
+	if c.driver, err = cgroups.DetectDriver(a.cfg.CgroupDriver); err != nil {
+		return nil, fmt.Errorf("nodelet: cgroup driver: %w", err)
+	}
+	c.cg, err = cgroups.New(cgroups.Config{Driver: string(c.driver), Root: a.cfg.CgroupRoot, Log: a.log.With("component", "cgroups")})
+	if err != nil {
+		return nil, fmt.Errorf("nodelet: cgroups: %w", err)
+	}
+	if err := c.cg.EnsureQoS(ctx); err != nil {
+		return nil, fmt.Errorf("nodelet: QoS cgroups: %w", err)
+	}
+	c.net, err = network.New(network.Config{BinDirs: a.cfg.CNIBinDirs, ConfDir: a.cfg.CNIConfDir,
+		CacheDir: filepath.Join(a.cfg.RootDir, "cni", "cache"), IPAMDir: filepath.Join(a.cfg.RootDir, "cni", "networks"),
+		NetNSDir: a.cfg.NetNSDir, BridgeName: a.cfg.BridgeName, NetworkName: a.cfg.NetworkName,
+		Log: a.log.With("component", "network")})
+	if err != nil {
+		return nil, fmt.Errorf("nodelet: network: %w", err)
+	}
+	if c.vols, err = volumes.New(volumes.Config{RootDir: a.cfg.RootDir, Log: a.log.With("component", "volumes")}); err != nil {
+		return nil, fmt.Errorf("nodelet: volumes: %w", err)
+	}
+	return c, nil
+}
+
+// importImages imports every tarball of ImageDir, then makes sure the pause
+// image is present (building it from PauseBinary if not).
+func (a *Agent) importImages(ctx context.Context, rt *runtime.Containerd) error {
+	if a.cfg.ImageDir != "" {
+		entries, err := os.ReadDir(a.cfg.ImageDir)
+		if err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("nodelet: read image dir %s: %w", a.cfg.ImageDir, err)
+		}
+		for _, e := range entries {
+			if e.IsDir() || !isArchive(e.Name()) {
+				continue
+			}
+			p := filepath.Join(a.cfg.ImageDir, e.Name())
+			refs, err := runtime.ImportArchive(rt.Namespace(ctx), rt.Client(), p, "")
+			if err != nil {
+				return fmt.Errorf("nodelet: %w", err)
+			}
+			a.log.Info("images imported", "archive", p, "images", refs)
+		}
+	}
+	if err := os.MkdirAll(a.cfg.RootDir, 0o755); err != nil {
+		return fmt.Errorf("nodelet: create root dir %s: %w", a.cfg.RootDir, err)
+	}
+	if err := rt.EnsurePauseImage(ctx, a.cfg.PodInfraImage, a.cfg.PauseBinary, a.cfg.RootDir); err != nil {
+		return fmt.Errorf("nodelet: %w", err)
+	}
+	return nil
+}
+
+func isArchive(name string) bool {
+	for _, ext := range []string{".tar", ".tar.gz", ".tgz", ".oci"} {
+		if len(name) > len(ext) && name[len(name)-len(ext):] == ext {
+			return true
+		}
+	}
+	return false
+}
+
+// terminatingSyncer tells the status manager when a pod's containers are
+// stopped for good, so that a deleted pod's deletion is confirmed at once.
+type terminatingSyncer struct {
+	*Syncer
+	status *status.Manager
+}
+
+func (s terminatingSyncer) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, grace int64) error {
+	if err := s.Syncer.SyncTerminatingPod(ctx, pod, grace); err != nil {
+		return err
+	}
+	if pod.DeletionTimestamp != nil {
+		s.status.TerminatePod(pod)
+	}
+	return nil
+}

@@ -1,0 +1,294 @@
+package nodelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodelet/nodelet/nodestatus"
+	"github.com/nodelet/nodelet/pleg"
+	"github.com/nodelet/nodelet/podworkers"
+	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/status"
+)
+
+const uidIndex = "uid"
+
+// wired is the running agent's parts.
+type wired struct {
+	*components
+	status  *status.Manager
+	node    *nodestatus.Syncer
+	pleg    *pleg.PLEG
+	workers *podworkers.Workers
+	pods    cache.SharedIndexInformer
+	factory informers.SharedInformerFactory
+	hints   chan struct{} // runtime events -> PLEG relists
+}
+
+// Run runs the node agent until ctx ends. On the way out it stops its
+// loops and the pod workers without killing any pod.
+func (a *Agent) Run(ctx context.Context) error {
+	c, err := a.setup(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.rt.Close()
+	w, err := a.wire(ctx, c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	goRun := func(name string, f func(context.Context) error) {
+		wg.Go(func() {
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				a.log.Error("loop ended", "loop", name, "err", err)
+			}
+		})
+	}
+	defer func() {
+		cancel()
+		w.workers.Shutdown() // never kills pods
+		wg.Wait()
+		a.log.Info("nodelet stopped")
+	}()
+	goRun("status", w.status.Run)
+	goRun("nodestatus", w.node.Run)
+	goRun("runtime events", func(ctx context.Context) error { a.forwardEvents(ctx, c.rt, w.hints); return nil })
+	goRun("pleg", w.pleg.Run)
+
+	cidr, err := w.node.WaitPodCIDR(ctx)
+	if err != nil {
+		return nilIfDone(ctx, err)
+	}
+	if err := c.net.EnsureConfig(cidr); err != nil {
+		return fmt.Errorf("nodelet: CNI config for %s: %w", cidr, err)
+	}
+	w.node.UpdateNow()
+	w.factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), w.pods.HasSynced) {
+		return nilIfDone(ctx, errors.New("nodelet: pod informer did not sync"))
+	}
+	a.log.Info("nodelet running", "podCIDR", cidr)
+	goRun("pleg events", func(ctx context.Context) error { a.plegEvents(ctx, w); return nil })
+	goRun("housekeeping", func(ctx context.Context) error { a.housekeeping(ctx, w); return nil })
+	<-ctx.Done()
+	return nil
+}
+
+func nilIfDone(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// wire builds the status manager, node status, PLEG, Syncer, pod workers
+// and the pod informer.
+func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
+	w := &wired{components: c, hints: make(chan struct{}, 1)}
+	var workers *podworkers.Workers // set below; the closures run later
+	w.status = status.NewManager(status.ManagerConfig{Client: a.client, Log: a.log.With("component", "status"),
+		PodCouldHaveRunningContainers: func(uid types.UID) bool { return !workers.IsTerminated(uid) }})
+	var err error
+	w.pleg, err = pleg.New(pleg.Config{List: c.rt.PodStatuses, Events: w.hints, Log: a.log.With("component", "pleg")})
+	if err != nil {
+		return nil, fmt.Errorf("nodelet: %w", err)
+	}
+	w.node, err = nodestatus.New(nodestatus.Config{Client: a.client, NodeName: a.cfg.NodeName, NodeIP: a.cfg.NodeIP,
+		RootDir: a.cfg.RootDir, PodCIDR: a.cfg.PodCIDR, ContainerRuntimeVersion: runtimeVersion(ctx, c.rt),
+		Readiness: func() error { return readiness(w.pleg, c.net) }, Log: a.log.With("component", "nodestatus")})
+	if err != nil {
+		return nil, fmt.Errorf("nodelet: %w", err)
+	}
+	syncer, err := NewSyncer(SyncerConfig{Runtime: c.rt, Network: c.net, Cgroups: c.cg, CgroupDriver: c.driver,
+		Volumes: c.vols, Status: w.status, PodStatus: PodStatusFromList(c.rt.PodStatuses),
+		Backoff:    runtime.NewBackoff(10*time.Second, 5*time.Minute, time.Now),
+		PauseImage: a.cfg.PodInfraImage, NodeName: a.cfg.NodeName, NodeIP: w.node.Host().InternalIP,
+		ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain,
+		PodFilesDir: filepath.Join(a.cfg.RootDir, "pod-files"), LogRoot: a.cfg.LogRoot, OOMScoreAdjFloor: c.floor,
+		MemoryCapacity: w.node.Host().MemoryBytes, Log: a.log.With("component", "syncer")})
+	if err != nil {
+		return nil, err
+	}
+	workers = podworkers.New(podworkers.Config{Syncer: terminatingSyncer{Syncer: syncer, status: w.status},
+		Log: a.log.With("component", "podworkers")})
+	w.workers = workers
+	if err := a.podInformer(w); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func runtimeVersion(ctx context.Context, rt *runtime.Containerd) string {
+	v, err := rt.Client().Version(ctx)
+	if err != nil {
+		return "containerd://unknown"
+	}
+	return "containerd://" + v.Version
+}
+
+// readiness is the node's Ready condition: PLEG healthy and a CNI config.
+func readiness(p *pleg.PLEG, net interface{ Ready() error }) error {
+	if ok, err := p.Healthy(); !ok {
+		return fmt.Errorf("PLEG is not healthy: %w", err)
+	}
+	if err := net.Ready(); err != nil {
+		return fmt.Errorf("network not ready: %w", err)
+	}
+	return nil
+}
+
+// podInformer watches the node's pods and feeds the pod workers.
+func (a *Agent) podInformer(w *wired) error {
+	sel := fields.OneTermEqualSelector("spec.nodeName", a.cfg.NodeName).String()
+	w.factory = informers.NewSharedInformerFactoryWithOptions(a.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sel }))
+	w.pods = w.factory.Core().V1().Pods().Informer()
+	err := w.pods.AddIndexers(cache.Indexers{uidIndex: func(obj any) ([]string, error) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			return []string{string(p.UID)}, nil
+		}
+		return nil, nil
+	}})
+	if err != nil {
+		return fmt.Errorf("nodelet: pod informer index: %w", err)
+	}
+	sync := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Sync})
+		}
+	}
+	_, err = w.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    sync,
+		UpdateFunc: func(_, obj any) { sync(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Remove})
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("nodelet: pod informer handler: %w", err)
+	}
+	return nil
+}
+
+// podByUID looks a pod up in the informer's cache.
+func podByUID(w *wired, uid types.UID) *corev1.Pod {
+	objs, err := w.pods.GetIndexer().ByIndex(uidIndex, string(uid))
+	if err != nil || len(objs) == 0 {
+		return nil
+	}
+	p, _ := objs[0].(*corev1.Pod)
+	return p
+}
+
+// forwardEvents turns containerd's task exits into PLEG relist hints,
+// subscribing again (after a pause) whenever the stream ends.
+func (a *Agent) forwardEvents(ctx context.Context, rt *runtime.Containerd, hints chan<- struct{}) {
+	for ctx.Err() == nil {
+		for range rt.Events(ctx) {
+			select {
+			case hints <- struct{}{}:
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// plegEvents syncs the pod of every lifecycle event.
+func (a *Agent) plegEvents(ctx context.Context, w *wired) {
+	events := w.pleg.Watch()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-events:
+			if p := podByUID(w, ev.PodUID); p != nil {
+				w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Sync})
+			}
+		}
+	}
+}
+
+// housekeeping periodically syncs every pod of the API and removes pods
+// the runtime, cgroups or volumes hold that the API no longer has.
+func (a *Agent) housekeeping(ctx context.Context, w *wired) {
+	t := time.NewTicker(housekeepingInterval)
+	defer t.Stop()
+	for {
+		for _, obj := range w.pods.GetStore().List() {
+			if p, ok := obj.(*corev1.Pod); ok {
+				w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Sync})
+			}
+		}
+		for _, p := range a.orphans(w) {
+			a.log.Info("removing orphaned pod", "pod", p.Namespace+"/"+p.Name, "uid", p.UID)
+			w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Remove})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// orphans are pods with containers, sandboxes, a cgroup or volumes on the
+// node that the API does not have (deleted while the nodelet was down).
+func (a *Agent) orphans(w *wired) []*corev1.Pod {
+	found := map[types.UID]*corev1.Pod{}
+	for _, uid := range w.pleg.Cache().UIDs() {
+		st, _ := w.pleg.Cache().Get(uid)
+		if st != nil && (len(st.Sandboxes) > 0 || len(st.Containers) > 0) {
+			found[uid] = orphanPod(uid, st.Namespace, st.Name)
+		}
+	}
+	cgs, err := w.cg.ListPods()
+	if err != nil {
+		a.log.Warn("list pod cgroups", "err", err)
+	}
+	vols, err := w.vols.ListPods()
+	if err != nil {
+		a.log.Warn("list pod volumes", "err", err)
+	}
+	for _, uid := range append(cgs, vols...) {
+		if _, ok := found[uid]; !ok {
+			found[uid] = orphanPod(uid, "", "")
+		}
+	}
+	var out []*corev1.Pod
+	for uid, p := range found {
+		if podByUID(w, uid) == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func orphanPod(uid types.UID, ns, name string) *corev1.Pod {
+	zero := int64(0)
+	p := &corev1.Pod{}
+	p.UID, p.Namespace, p.Name = uid, ns, name
+	p.Spec.TerminationGracePeriodSeconds = &zero
+	return p
+}
