@@ -200,24 +200,13 @@ func (c *Containerd) RunSandbox(ctx context.Context, pod *corev1.Pod, cfg Sandbo
 	}
 	labels := podLabels(pod, kindSandbox, cfg.Attempt)
 	labels[LabelNetNSPath] = cfg.NetNSPath
-	cont, err := c.client.NewContainer(ctx, id,
-		containerd.WithImage(img),
-		containerd.WithSnapshotter(c.cfg.SnapshotterName),
-		containerd.WithNewSnapshot(id, img),
-		containerd.WithContainerLabels(labels),
-		containerd.WithSpec(spec),
-		containerd.WithRuntime(c.cfg.Runtime, c.runtimeOptions()),
-	)
+	cont, err := c.newContainer(ctx, id, img, labels, spec)
 	if err != nil {
 		return "", wrap("create container", err)
 	}
 	defer func() {
 		if retErr != nil {
-			cctx, cancel := cleanupCtx(ctx)
-			defer cancel()
-			if err := c.removeContainer(cctx, id); err != nil {
-				c.log.Warn("roll back sandbox", "id", id, "err", err)
-			}
+			c.rollBack(ctx, "sandbox", id)
 		}
 	}()
 	task, err := cont.NewTask(ctx, cio.NullIO)
@@ -318,24 +307,13 @@ func (c *Containerd) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *
 	if cfg.Init {
 		labels[LabelInit] = "true"
 	}
-	cont, err := c.client.NewContainer(ctx, id,
-		containerd.WithImage(img),
-		containerd.WithSnapshotter(c.cfg.SnapshotterName),
-		containerd.WithNewSnapshot(id, img),
-		containerd.WithContainerLabels(labels),
-		containerd.WithSpec(spec),
-		containerd.WithRuntime(c.cfg.Runtime, c.runtimeOptions()),
-	)
+	cont, err := c.newContainer(ctx, id, img, labels, spec)
 	if err != nil {
 		return "", wrap("create container", err)
 	}
 	defer func() {
 		if retErr != nil {
-			cctx, cancel := cleanupCtx(ctx)
-			defer cancel()
-			if err := c.removeContainer(cctx, id); err != nil {
-				c.log.Warn("roll back container", "id", id, "err", err)
-			}
+			c.rollBack(ctx, "container", id)
 		}
 	}()
 	creator, pl, err := c.logCreator(id, logPath)
@@ -567,5 +545,32 @@ func killAndWait(ctx context.Context, task containerd.Task, grace time.Duration)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// newContainer creates a container of the nodelet's runtime with a fresh
+// snapshot of img.
+func (c *Containerd) newContainer(ctx context.Context, id string, img containerd.Image, labels map[string]string, spec *specs.Spec) (containerd.Container, error) {
+	cont, err := c.client.NewContainer(ctx, id,
+		containerd.WithImage(img),
+		containerd.WithSnapshotter(c.cfg.SnapshotterName),
+		containerd.WithNewSnapshot(id, img),
+		containerd.WithContainerLabels(labels),
+		containerd.WithSpec(spec),
+		containerd.WithRuntime(c.cfg.Runtime, c.runtimeOptions()),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return cont, nil
+}
+
+// rollBack removes a half-made sandbox or container, with a fresh context
+// since the caller's may be the reason it failed.
+func (c *Containerd) rollBack(ctx context.Context, what, id string) {
+	cctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	if err := c.removeContainer(cctx, id); err != nil {
+		c.log.Warn("roll back "+what, "id", id, "err", err)
 	}
 }
