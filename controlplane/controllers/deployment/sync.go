@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strconv"
 
+	"github.com/nodelet/nodelet/controlplane/controllers/controllerref"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -300,70 +302,17 @@ func (c *Controller) claimReplicaSets(ctx context.Context, d *appsv1.Deployment)
 	if err != nil {
 		return nil, fmt.Errorf("list replicasets: %w", err)
 	}
-	var claimed []*appsv1.ReplicaSet
-	var errs []error
-	var canAdopt *error
-	for _, rs := range all {
-		match := sel.Matches(labels.Set(rs.Labels))
-		ref := metav1.GetControllerOf(rs)
-		switch {
-		case ref != nil && ref.UID != d.UID:
-		case ref != nil && match:
-			claimed = append(claimed, rs)
-		case ref != nil:
-			if d.DeletionTimestamp == nil {
-				if err := c.patchOwner(ctx, rs, map[string]any{"$patch": "delete", "uid": d.UID}); err != nil && !apierrors.IsNotFound(err) {
-					errs = append(errs, fmt.Errorf("release replicaset %s: %w", rs.Name, err))
-				}
-			}
-		case !match || d.DeletionTimestamp != nil || rs.DeletionTimestamp != nil:
-		default:
-			if canAdopt == nil {
-				err := c.recheckNotDeleting(ctx, d)
-				canAdopt = &err
-			}
-			if *canAdopt != nil {
-				errs = append(errs, *canAdopt)
-				continue
-			}
-			err := c.patchOwner(ctx, rs, map[string]any{
-				"apiVersion": controllerKind.GroupVersion().String(), "kind": controllerKind.Kind,
-				"name": d.Name, "uid": d.UID, "controller": true, "blockOwnerDeletion": true,
-			})
-			switch {
-			case err == nil:
-				claimed = append(claimed, rs)
-			case !apierrors.IsNotFound(err):
-				errs = append(errs, fmt.Errorf("adopt replicaset %s: %w", rs.Name, err))
-			}
-		}
+	claimer := &controllerref.Claimer[*appsv1.ReplicaSet]{
+		Owner: d, OwnerGVK: controllerKind, Selector: sel,
+		Fresh: func(ctx context.Context) (metav1.Object, error) {
+			return c.client.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
+		},
+		Patch: func(ctx context.Context, rs *appsv1.ReplicaSet, patch []byte) error {
+			_, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Patch(ctx, rs.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+			return err
+		},
 	}
-	return claimed, errors.Join(errs...)
-}
-
-func (c *Controller) recheckNotDeleting(ctx context.Context, d *appsv1.Deployment) error {
-	fresh, err := c.client.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("recheck deployment %s/%s before adoption: %w", d.Namespace, d.Name, err)
-	}
-	if fresh.UID != d.UID {
-		return fmt.Errorf("deployment %s/%s is gone: got uid %s, wanted %s", d.Namespace, d.Name, fresh.UID, d.UID)
-	}
-	if fresh.DeletionTimestamp != nil {
-		return fmt.Errorf("deployment %s/%s is being deleted: will not adopt", d.Namespace, d.Name)
-	}
-	return nil
-}
-
-// patchOwner applies a strategic merge patch of one ownerReferences entry,
-// with the ReplicaSet's uid as a precondition.
-func (c *Controller) patchOwner(ctx context.Context, rs *appsv1.ReplicaSet, ref map[string]any) error {
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []any{ref}, "uid": rs.UID}})
-	if err != nil {
-		return err
-	}
-	_, err = c.client.AppsV1().ReplicaSets(rs.Namespace).Patch(ctx, rs.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{})
-	return err
+	return claimer.Claim(ctx, all)
 }
 
 // podsByReplicaSet groups d's pods by the ReplicaSet (of rsList) that

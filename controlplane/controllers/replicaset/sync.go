@@ -2,12 +2,13 @@ package replicaset
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"sync"
 	"time"
+
+	"github.com/nodelet/nodelet/controlplane/controllers/controllerref"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -172,110 +173,20 @@ func (c *Controller) relatedPods(rs *appsv1.ReplicaSet) []*corev1.Pod {
 }
 
 // claimPods returns the pods rs controls after adopting matching orphans and
-// releasing owned pods that no longer match, as upstream's
-// PodControllerRefManager does. Adoption is refused once rs is being deleted
-// (checked against a fresh read, since the cache may lag).
+// releasing owned pods that no longer match. Adoption is refused once rs is
+// being deleted (checked against a fresh read, since the cache may lag).
 func (c *Controller) claimPods(ctx context.Context, rs *appsv1.ReplicaSet, sel labels.Selector, pods []*corev1.Pod) ([]*corev1.Pod, error) {
-	var claimed []*corev1.Pod
-	var errs []error
-	var canAdopt *error
-	for _, p := range pods {
-		match := sel.Matches(labels.Set(p.Labels))
-		ref := metav1.GetControllerOf(p)
-		switch {
-		case ref != nil && ref.UID != rs.UID:
-			// Someone else's.
-		case ref != nil && match:
-			claimed = append(claimed, p)
-		case ref != nil:
-			if rs.DeletionTimestamp != nil {
-				continue
-			}
-			if err := c.releasePod(ctx, rs, p); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, err)
-			}
-		case !match || rs.DeletionTimestamp != nil || p.DeletionTimestamp != nil:
-			// An orphan we must not take.
-		default:
-			if canAdopt == nil {
-				err := c.recheckNotDeleting(ctx, rs)
-				canAdopt = &err
-			}
-			if *canAdopt != nil {
-				errs = append(errs, *canAdopt)
-				continue
-			}
-			err := c.adoptPod(ctx, rs, p)
-			switch {
-			case err == nil:
-				claimed = append(claimed, p)
-			case !apierrors.IsNotFound(err):
-				errs = append(errs, err)
-			}
-		}
+	claimer := &controllerref.Claimer[*corev1.Pod]{
+		Owner: rs, OwnerGVK: controllerKind, Selector: sel,
+		Fresh: func(ctx context.Context) (metav1.Object, error) {
+			return c.client.AppsV1().ReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
+		},
+		Patch: func(ctx context.Context, p *corev1.Pod, patch []byte) error {
+			_, err := c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+			return err
+		},
 	}
-	return claimed, errors.Join(errs...)
-}
-
-// recheckNotDeleting fails if rs is gone, replaced or being deleted.
-func (c *Controller) recheckNotDeleting(ctx context.Context, rs *appsv1.ReplicaSet) error {
-	fresh, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("recheck replicaset %s/%s before adoption: %w", rs.Namespace, rs.Name, err)
-	}
-	if fresh.UID != rs.UID {
-		return fmt.Errorf("replicaset %s/%s is gone: got uid %s, wanted %s", rs.Namespace, rs.Name, fresh.UID, rs.UID)
-	}
-	if fresh.DeletionTimestamp != nil {
-		return fmt.Errorf("replicaset %s/%s is being deleted: will not adopt", rs.Namespace, rs.Name)
-	}
-	return nil
-}
-
-// ownerPatch is a strategic merge patch of metadata.ownerReferences; the uid
-// precondition makes it fail on a recreated pod of the same name.
-type ownerPatch struct {
-	Metadata struct {
-		OwnerReferences []map[string]any `json:"ownerReferences"`
-		UID             types.UID        `json:"uid"`
-	} `json:"metadata"`
-}
-
-func (c *Controller) adoptPod(ctx context.Context, rs *appsv1.ReplicaSet, p *corev1.Pod) error {
-	var patch ownerPatch
-	patch.Metadata.UID = p.UID
-	patch.Metadata.OwnerReferences = []map[string]any{{
-		"apiVersion": controllerKind.GroupVersion().String(), "kind": controllerKind.Kind,
-		"name": rs.Name, "uid": rs.UID, "controller": true, "blockOwnerDeletion": true,
-	}}
-	if err := c.patchPod(ctx, p, patch); err != nil {
-		return fmt.Errorf("adopt pod %s/%s into %s: %w", p.Namespace, p.Name, rs.Name, err)
-	}
-	return nil
-}
-
-func (c *Controller) releasePod(ctx context.Context, rs *appsv1.ReplicaSet, p *corev1.Pod) error {
-	var patch ownerPatch
-	patch.Metadata.UID = p.UID
-	patch.Metadata.OwnerReferences = []map[string]any{{"$patch": "delete", "uid": rs.UID}}
-	err := c.patchPod(ctx, p, patch)
-	if apierrors.IsInvalid(err) {
-		// The pod's uid changed: it is another pod now, nothing to release.
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("release pod %s/%s from %s: %w", p.Namespace, p.Name, rs.Name, err)
-	}
-	return nil
-}
-
-func (c *Controller) patchPod(ctx context.Context, p *corev1.Pod, patch ownerPatch) error {
-	body, err := json.Marshal(patch)
-	if err != nil {
-		return err
-	}
-	_, err = c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{})
-	return err
+	return claimer.Claim(ctx, pods)
 }
 
 // updateStatus writes st unless nothing changed, retrying once on a fresh
