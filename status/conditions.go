@@ -82,16 +82,7 @@ func containersReadyCondition(spec *corev1.PodSpec, statuses []corev1.ContainerS
 		cond.Reason = ReasonUnknownContainerStatuses
 		return cond
 	}
-	var unknown, unready []string
-	for _, c := range spec.Containers {
-		cs, ok := find(statuses, c.Name)
-		switch {
-		case !ok:
-			unknown = append(unknown, c.Name)
-		case !cs.Ready:
-			unready = append(unready, c.Name)
-		}
-	}
+	unknown, unready := notReady(spec.Containers, statuses)
 	if phase == corev1.PodSucceeded && len(unknown) == 0 {
 		cond.Reason = ReasonPodCompleted
 		return cond
@@ -147,16 +138,7 @@ func initializedCondition(spec *corev1.PodSpec, statuses []corev1.ContainerStatu
 		cond.Reason = ReasonUnknownContainerStatuses
 		return cond
 	}
-	var unknown, incomplete []string
-	for _, c := range spec.InitContainers {
-		cs, ok := find(statuses, c.Name)
-		switch {
-		case !ok:
-			unknown = append(unknown, c.Name)
-		case !cs.Ready:
-			incomplete = append(incomplete, c.Name)
-		}
-	}
+	unknown, incomplete := notReady(spec.InitContainers, statuses)
 	if phase == corev1.PodSucceeded && len(unknown) == 0 {
 		return corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, Reason: ReasonPodCompleted}
 	}
@@ -177,4 +159,19 @@ func initializedCondition(spec *corev1.PodSpec, statuses []corev1.ContainerStatu
 	}
 	cond.Status = corev1.ConditionTrue
 	return cond
+}
+
+// notReady splits containers into those without a status and those whose
+// status is not ready (for init containers: not completed).
+func notReady(containers []corev1.Container, statuses []corev1.ContainerStatus) (unknown, unready []string) {
+	for _, c := range containers {
+		cs, ok := find(statuses, c.Name)
+		switch {
+		case !ok:
+			unknown = append(unknown, c.Name)
+		case !cs.Ready:
+			unready = append(unready, c.Name)
+		}
+	}
+	return unknown, unready
 }
