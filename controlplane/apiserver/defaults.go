@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/controlplane/registry"
 )
@@ -80,7 +81,7 @@ func (s *Server) ensureKubernetesService(ctx context.Context) error {
 				Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: "nodelet-apiserver"}},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{s.cfg.AdvertiseAddress}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
-			Ports:       []discoveryv1.EndpointPort{{Name: ptr("https"), Port: &port, Protocol: ptr(corev1.ProtocolTCP)}},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: &port, Protocol: ptr.To(corev1.ProtocolTCP)}},
 		}
 		if err := s.createOrReplace(ctx, res, slice); err != nil {
 			return fmt.Errorf("endpointslice kubernetes: %w", err)
@@ -109,5 +110,3 @@ func (s *Server) createOrReplace(ctx context.Context, res *registry.Resource, ob
 	})
 	return err
 }
-
-func ptr[T any](v T) *T { return &v }

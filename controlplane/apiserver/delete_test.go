@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/controlplane/storage"
 )
@@ -140,7 +141,7 @@ func TestDeletePods(t *testing.T) {
 	if got.DeletionGracePeriodSeconds == nil || *got.DeletionGracePeriodSeconds != 30 {
 		t.Errorf("deletionGracePeriodSeconds = %v, want 30", got.DeletionGracePeriodSeconds)
 	}
-	if err := pods.Delete(ctx, "bound", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+	if err := pods.Delete(ctx, "bound", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = pods.Get(ctx, "bound", metav1.GetOptions{})
@@ -153,7 +154,7 @@ func TestDeletePods(t *testing.T) {
 	if err := pods.Delete(ctx, "shorten", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := pods.Delete(ctx, "shorten", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(5))}); err != nil {
+	if err := pods.Delete(ctx, "shorten", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(5))}); err != nil {
 		t.Fatal(err)
 	}
 	got, err = pods.Get(ctx, "shorten", metav1.GetOptions{})

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/controlplane/storage"
 )
@@ -146,7 +147,7 @@ func TestKubeletStyleWatch(t *testing.T) {
 		t.Errorf("deletionTimestamp is %v after the delete, want about 30s", d)
 	}
 	// The kubelet finishes the deletion.
-	if err := dp.Delete(ctx, "p", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0)), Preconditions: metav1.NewUIDPreconditions(string(pod.UID))}); err != nil {
+	if err := dp.Delete(ctx, "p", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0)), Preconditions: metav1.NewUIDPreconditions(string(pod.UID))}); err != nil {
 		t.Fatal(err)
 	}
 	ev = nextEvent(t, w)

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/controlplane/storage"
 )
@@ -253,7 +254,7 @@ func TestUpdateSemantics(t *testing.T) {
 	}
 
 	// A spec change is.
-	d.Spec.Replicas = ptr(int32(3))
+	d.Spec.Replicas = ptr.To(int32(3))
 	d, err = deps.Update(ctx, d, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -277,7 +278,7 @@ func TestUpdateSemantics(t *testing.T) {
 	}
 
 	// UpdateStatus ignores spec changes and keeps generation.
-	d.Spec.Replicas = ptr(int32(9))
+	d.Spec.Replicas = ptr.To(int32(9))
 	d.Status.Replicas = 3
 	d.Status.ObservedGeneration = 2
 	d, err = deps.UpdateStatus(ctx, d, metav1.UpdateOptions{})

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodelet/nodelet/controlplane/storage"
@@ -275,7 +276,7 @@ func TestBodyEncodings(t *testing.T) {
 	if len(d.Spec.Template.Spec.Containers) != 1 || d.Spec.Template.Spec.Containers[0].Env[0].Value != "1" {
 		t.Errorf("protobuf deployment round trip: %+v", d.Spec.Template.Spec.Containers)
 	}
-	if err := cs.CoreV1().ConfigMaps("default").Delete(ctx, "pb", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+	if err := cs.CoreV1().ConfigMaps("default").Delete(ctx, "pb", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 )
 
 func deploymentResource() *Resource {
@@ -87,7 +88,7 @@ func replicaSetResource() *Resource {
 // selector nor the deployment's labels from the template.
 func defaultDeployment(d *appsv1.Deployment) {
 	if d.Spec.Replicas == nil {
-		d.Spec.Replicas = ptrTo(int32(1))
+		d.Spec.Replicas = ptr.To(int32(1))
 	}
 	s := &d.Spec.Strategy
 	if s.Type == "" {
@@ -98,24 +99,24 @@ func defaultDeployment(d *appsv1.Deployment) {
 			s.RollingUpdate = &appsv1.RollingUpdateDeployment{}
 		}
 		if s.RollingUpdate.MaxUnavailable == nil {
-			s.RollingUpdate.MaxUnavailable = ptrTo(intstr.FromString("25%"))
+			s.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromString("25%"))
 		}
 		if s.RollingUpdate.MaxSurge == nil {
-			s.RollingUpdate.MaxSurge = ptrTo(intstr.FromString("25%"))
+			s.RollingUpdate.MaxSurge = ptr.To(intstr.FromString("25%"))
 		}
 	}
 	if d.Spec.RevisionHistoryLimit == nil {
-		d.Spec.RevisionHistoryLimit = ptrTo(int32(10))
+		d.Spec.RevisionHistoryLimit = ptr.To(int32(10))
 	}
 	if d.Spec.ProgressDeadlineSeconds == nil {
-		d.Spec.ProgressDeadlineSeconds = ptrTo(int32(600))
+		d.Spec.ProgressDeadlineSeconds = ptr.To(int32(600))
 	}
 	defaultPodSpec(&d.Spec.Template.Spec)
 }
 
 func defaultReplicaSet(rs *appsv1.ReplicaSet) {
 	if rs.Spec.Replicas == nil {
-		rs.Spec.Replicas = ptrTo(int32(1))
+		rs.Spec.Replicas = ptr.To(int32(1))
 	}
 	defaultPodSpec(&rs.Spec.Template.Spec)
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 )
 
 // Limits of upstream's event and endpoint slice validation.
@@ -257,10 +258,10 @@ func endpointSliceResource() *Resource {
 func defaultEndpointSlice(s *discoveryv1.EndpointSlice) {
 	for i := range s.Ports {
 		if s.Ports[i].Name == nil {
-			s.Ports[i].Name = ptrTo("")
+			s.Ports[i].Name = ptr.To("")
 		}
 		if s.Ports[i].Protocol == nil {
-			s.Ports[i].Protocol = ptrTo(corev1.ProtocolTCP)
+			s.Ports[i].Protocol = ptr.To(corev1.ProtocolTCP)
 		}
 	}
 }

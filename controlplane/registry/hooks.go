@@ -58,8 +58,6 @@ func verbsWithoutDeleteCollection() []string {
 	return []string{"create", "delete", "get", "list", "patch", "update", "watch"}
 }
 
-func ptrTo[T any](v T) *T { return &v }
-
 // validateMeta validates metadata on create the way core's ValidateObjectMeta
 // does: the generic checks plus Kubernetes' rule for unqualified finalizer
 // names. It expects generateName to have been turned into a name already.

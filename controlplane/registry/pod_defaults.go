@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 )
 
 // Priorities of the built-in priority classes (upstream's
@@ -24,7 +25,7 @@ func defaultPod(pod *corev1.Pod, opts Options) {
 	defaultRequestsFromLimits(spec.Containers)
 	defaultRequestsFromLimits(spec.InitContainers)
 	if spec.EnableServiceLinks == nil {
-		spec.EnableServiceLinks = ptrTo(corev1.DefaultEnableServiceLinks)
+		spec.EnableServiceLinks = ptr.To(corev1.DefaultEnableServiceLinks)
 	}
 	if spec.HostNetwork {
 		defaultHostNetworkPorts(spec.Containers)
@@ -48,7 +49,7 @@ func defaultPodSpec(spec *corev1.PodSpec) {
 		spec.SecurityContext = &corev1.PodSecurityContext{}
 	}
 	if spec.TerminationGracePeriodSeconds == nil {
-		spec.TerminationGracePeriodSeconds = ptrTo(int64(corev1.DefaultTerminationGracePeriodSeconds))
+		spec.TerminationGracePeriodSeconds = ptr.To(int64(corev1.DefaultTerminationGracePeriodSeconds))
 	}
 	if spec.SchedulerName == "" {
 		spec.SchedulerName = corev1.DefaultSchedulerName
@@ -96,7 +97,7 @@ func admitPod(spec *corev1.PodSpec, opts Options) {
 		spec.Priority = &p
 	}
 	if spec.PreemptionPolicy == nil {
-		spec.PreemptionPolicy = ptrTo(corev1.PreemptLowerPriority)
+		spec.PreemptionPolicy = ptr.To(corev1.PreemptLowerPriority)
 	}
 	addDefaultTolerations(spec, opts)
 }
@@ -119,7 +120,7 @@ func addDefaultTolerations(spec *corev1.PodSpec, opts Options) {
 			Key:               corev1.TaintNodeNotReady,
 			Operator:          corev1.TolerationOpExists,
 			Effect:            corev1.TaintEffectNoExecute,
-			TolerationSeconds: ptrTo(opts.DefaultNotReadyTolerationSeconds),
+			TolerationSeconds: ptr.To(opts.DefaultNotReadyTolerationSeconds),
 		})
 	}
 	if !unreachable {
@@ -127,7 +128,7 @@ func addDefaultTolerations(spec *corev1.PodSpec, opts Options) {
 			Key:               corev1.TaintNodeUnreachable,
 			Operator:          corev1.TolerationOpExists,
 			Effect:            corev1.TaintEffectNoExecute,
-			TolerationSeconds: ptrTo(opts.DefaultUnreachableTolerationSeconds),
+			TolerationSeconds: ptr.To(opts.DefaultUnreachableTolerationSeconds),
 		})
 	}
 }
@@ -250,7 +251,7 @@ func defaultProbe(p *corev1.Probe) {
 	}
 	defaultHTTPGet(p.HTTPGet)
 	if p.GRPC != nil && p.GRPC.Service == nil {
-		p.GRPC.Service = ptrTo("")
+		p.GRPC.Service = ptr.To("")
 	}
 }
 
@@ -280,17 +281,17 @@ func defaultVolume(v *corev1.Volume) {
 		src.EmptyDir = &corev1.EmptyDirVolumeSource{}
 	}
 	if src.HostPath != nil && src.HostPath.Type == nil {
-		src.HostPath.Type = ptrTo(corev1.HostPathUnset)
+		src.HostPath.Type = ptr.To(corev1.HostPathUnset)
 	}
 	if src.Secret != nil && src.Secret.DefaultMode == nil {
-		src.Secret.DefaultMode = ptrTo(corev1.SecretVolumeSourceDefaultMode)
+		src.Secret.DefaultMode = ptr.To(corev1.SecretVolumeSourceDefaultMode)
 	}
 	if src.ConfigMap != nil && src.ConfigMap.DefaultMode == nil {
-		src.ConfigMap.DefaultMode = ptrTo(corev1.ConfigMapVolumeSourceDefaultMode)
+		src.ConfigMap.DefaultMode = ptr.To(corev1.ConfigMapVolumeSourceDefaultMode)
 	}
 	if src.DownwardAPI != nil {
 		if src.DownwardAPI.DefaultMode == nil {
-			src.DownwardAPI.DefaultMode = ptrTo(corev1.DownwardAPIVolumeSourceDefaultMode)
+			src.DownwardAPI.DefaultMode = ptr.To(corev1.DownwardAPIVolumeSourceDefaultMode)
 		}
 		defaultDownwardAPIItems(src.DownwardAPI.Items)
 	}
@@ -302,13 +303,13 @@ func defaultVolume(v *corev1.Volume) {
 	}
 	if src.Ephemeral != nil && src.Ephemeral.VolumeClaimTemplate != nil &&
 		src.Ephemeral.VolumeClaimTemplate.Spec.VolumeMode == nil {
-		src.Ephemeral.VolumeClaimTemplate.Spec.VolumeMode = ptrTo(corev1.PersistentVolumeFilesystem)
+		src.Ephemeral.VolumeClaimTemplate.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeFilesystem)
 	}
 }
 
 func defaultProjected(p *corev1.ProjectedVolumeSource) {
 	if p.DefaultMode == nil {
-		p.DefaultMode = ptrTo(corev1.ProjectedVolumeSourceDefaultMode)
+		p.DefaultMode = ptr.To(corev1.ProjectedVolumeSourceDefaultMode)
 	}
 	for i := range p.Sources {
 		s := &p.Sources[i]
@@ -316,7 +317,7 @@ func defaultProjected(p *corev1.ProjectedVolumeSource) {
 			defaultDownwardAPIItems(s.DownwardAPI.Items)
 		}
 		if s.ServiceAccountToken != nil && s.ServiceAccountToken.ExpirationSeconds == nil {
-			s.ServiceAccountToken.ExpirationSeconds = ptrTo(int64(3600))
+			s.ServiceAccountToken.ExpirationSeconds = ptr.To(int64(3600))
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 )
 
 // ScaleOf returns the scale subresource (autoscaling/v1 Scale) of a
@@ -65,9 +66,9 @@ func ValidateScale(scale *autoscalingv1.Scale) field.ErrorList {
 func ApplyScale(obj runtime.Object, scale *autoscalingv1.Scale) error {
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
-		o.Spec.Replicas = ptrTo(scale.Spec.Replicas)
+		o.Spec.Replicas = ptr.To(scale.Spec.Replicas)
 	case *appsv1.ReplicaSet:
-		o.Spec.Replicas = ptrTo(scale.Spec.Replicas)
+		o.Spec.Replicas = ptr.To(scale.Spec.Replicas)
 	default:
 		return fmt.Errorf("registry: no scale subresource for %T", obj)
 	}

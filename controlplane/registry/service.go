@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 )
 
 // kubeletPort may not be exposed by a load balancer (upstream's
@@ -71,7 +72,7 @@ func defaultService(svc *corev1.Service) {
 		c := spec.SessionAffinityConfig
 		if c == nil || c.ClientIP == nil || c.ClientIP.TimeoutSeconds == nil {
 			spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{
-				ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptrTo(corev1.DefaultClientIPServiceAffinitySeconds)},
+				ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To(corev1.DefaultClientIPServiceAffinitySeconds)},
 			}
 		}
 	}
@@ -93,15 +94,15 @@ func defaultService(svc *corev1.Service) {
 		spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
 	}
 	if spec.InternalTrafficPolicy == nil && spec.Type != corev1.ServiceTypeExternalName {
-		spec.InternalTrafficPolicy = ptrTo(corev1.ServiceInternalTrafficPolicyCluster)
+		spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyCluster)
 	}
 	if spec.Type == corev1.ServiceTypeLoadBalancer && spec.AllocateLoadBalancerNodePorts == nil {
-		spec.AllocateLoadBalancerNodePorts = ptrTo(true)
+		spec.AllocateLoadBalancerNodePorts = ptr.To(true)
 	}
 	if spec.Type == corev1.ServiceTypeLoadBalancer {
 		for i, ing := range svc.Status.LoadBalancer.Ingress {
 			if ing.IP != "" && ing.IPMode == nil {
-				svc.Status.LoadBalancer.Ingress[i].IPMode = ptrTo(corev1.LoadBalancerIPModeVIP)
+				svc.Status.LoadBalancer.Ingress[i].IPMode = ptr.To(corev1.LoadBalancerIPModeVIP)
 			}
 		}
 	}

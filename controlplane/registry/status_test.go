@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 )
 
 // TestStatusSplit checks, for every resource with a status subresource, that
@@ -47,7 +48,7 @@ func TestStatusSplit(t *testing.T) {
 			},
 			change: func(o runtime.Object) runtime.Object {
 				d := o.DeepCopyObject().(*appsv1.Deployment)
-				d.Spec.Replicas = ptrTo(int32(5))
+				d.Spec.Replicas = ptr.To(int32(5))
 				d.Status.Replicas = 3
 				return d
 			},
@@ -134,7 +135,7 @@ func TestPrepareForCreateResetsStatus(t *testing.T) {
 
 func TestSpecChanged(t *testing.T) {
 	r := resourceByName(t, "replicasets")
-	old := &appsv1.ReplicaSet{Spec: appsv1.ReplicaSetSpec{Replicas: ptrTo(int32(1))}}
+	old := &appsv1.ReplicaSet{Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(int32(1))}}
 	same := old.DeepCopy()
 	same.Labels = map[string]string{"a": "b"}
 	same.Status.Replicas = 4
@@ -142,7 +143,7 @@ func TestSpecChanged(t *testing.T) {
 		t.Errorf("labels and status changes are not spec changes")
 	}
 	scaled := old.DeepCopy()
-	scaled.Spec.Replicas = ptrTo(int32(2))
+	scaled.Spec.Replicas = ptr.To(int32(2))
 	if !r.SpecChanged(scaled, old) {
 		t.Errorf("a replicas change is a spec change")
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 )
 
 func TestValidatePodCreate(t *testing.T) {
@@ -67,7 +68,7 @@ func TestValidatePodCreate(t *testing.T) {
 		{"policies", func(p *corev1.Pod) {
 			p.Spec.RestartPolicy = "Sometimes"
 			p.Spec.DNSPolicy = "Google"
-			p.Spec.TerminationGracePeriodSeconds = ptrTo(int64(-1))
+			p.Spec.TerminationGracePeriodSeconds = ptr.To(int64(-1))
 		}, []string{"FieldValueNotSupported spec.restartPolicy", "FieldValueNotSupported spec.dnsPolicy", "FieldValueInvalid spec.terminationGracePeriodSeconds"}},
 		{"probes on plain init container", func(p *corev1.Pod) {
 			c := ctr("init", "busybox")
@@ -98,7 +99,7 @@ func TestValidatePodUpdate(t *testing.T) {
 		{"add toleration", func(p *corev1.Pod) {
 			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "k", Operator: corev1.TolerationOpExists})
 		}, nil},
-		{"set deadline", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptrTo(int64(60)) }, nil},
+		{"set deadline", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To(int64(60)) }, nil},
 		{"change restart policy", func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever }, []string{"FieldValueForbidden spec"}},
 		// The default tolerations come back (admission runs on update too), a
 		// user's toleration may not be removed.
@@ -154,18 +155,18 @@ func TestValidateDeployment(t *testing.T) {
 		{"empty selector", func(d *appsv1.Deployment) { d.Spec.Selector = &metav1.LabelSelector{} }, []string{"FieldValueInvalid spec.selector"}},
 		{"selector mismatch", func(d *appsv1.Deployment) { d.Spec.Template.Labels = map[string]string{"app": "api"} },
 			[]string{"FieldValueInvalid spec.template.metadata.labels"}},
-		{"negative replicas", func(d *appsv1.Deployment) { d.Spec.Replicas = ptrTo(int32(-1)) }, []string{"FieldValueInvalid spec.replicas"}},
+		{"negative replicas", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To(int32(-1)) }, []string{"FieldValueInvalid spec.replicas"}},
 		{"restart policy", func(d *appsv1.Deployment) { d.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever },
 			[]string{"FieldValueNotSupported spec.template.spec.restartPolicy"}},
 		{"strategy type", func(d *appsv1.Deployment) { d.Spec.Strategy.Type = "BlueGreen" }, []string{"FieldValueNotSupported spec.strategy"}},
 		{"both zero", func(d *appsv1.Deployment) {
-			zero := ptrTo(intstrZero())
+			zero := ptr.To(intstrZero())
 			d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{MaxSurge: zero, MaxUnavailable: zero}
 		}, []string{"FieldValueInvalid spec.strategy.rollingUpdate.maxUnavailable"}},
 		{"progress deadline", func(d *appsv1.Deployment) {
 			d.Spec.MinReadySeconds = 700
 		}, []string{"FieldValueInvalid spec.progressDeadlineSeconds"}},
-		{"revision history", func(d *appsv1.Deployment) { d.Spec.RevisionHistoryLimit = ptrTo(int32(-1)) },
+		{"revision history", func(d *appsv1.Deployment) { d.Spec.RevisionHistoryLimit = ptr.To(int32(-1)) },
 			[]string{"FieldValueInvalid spec.revisionHistoryLimit"}},
 		{"template container", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "" },
 			[]string{"FieldValueRequired spec.template.spec.containers[0].image"}},
@@ -290,7 +291,7 @@ func TestValidateMiscResources(t *testing.T) {
 			return &corev1.Secret{ObjectMeta: meta, Data: map[string][]byte{"big": make([]byte, maxSecretSize+1)}}
 		}, []string{"FieldValueTooLong data"}},
 		{"leases", func() runtime.Object {
-			return &coordinationv1.Lease{ObjectMeta: meta, Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptrTo(int32(0))}}
+			return &coordinationv1.Lease{ObjectMeta: meta, Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To(int32(0))}}
 		}, []string{"FieldValueInvalid spec.leaseDurationSeconds"}},
 		{"events", func() runtime.Object {
 			return &corev1.Event{ObjectMeta: meta, InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "other", Name: "p"}}

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 )
 
 // Defaults, as upstream's kube-controller-manager flags.
@@ -318,11 +319,7 @@ func (c *Controller) podUpdated(oldObj, newObj any) {
 }
 
 func tolerationEqual(a, b corev1.Toleration) bool {
-	return a.MatchToleration(&b) && ptrEqual(a.TolerationSeconds, b.TolerationSeconds)
-}
-
-func ptrEqual(a, b *int64) bool {
-	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+	return a.MatchToleration(&b) && ptr.Equal(a.TolerationSeconds, b.TolerationSeconds)
 }
 
 func (c *Controller) podDeleted(obj any) {

@@ -17,6 +17,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
 )
@@ -75,13 +76,11 @@ func (h *harness) createNode(name string) {
 	}
 	renew := metav1.NewMicroTime(h.clock.Now())
 	lease := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: corev1.NamespaceNodeLease},
-		Spec: coordv1.LeaseSpec{HolderIdentity: &name, LeaseDurationSeconds: ptr(int32(40)), RenewTime: &renew}}
+		Spec: coordv1.LeaseSpec{HolderIdentity: &name, LeaseDurationSeconds: ptr.To(int32(40)), RenewTime: &renew}}
 	if _, err := h.cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(context.Background(), lease, metav1.CreateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func (h *harness) waitPass() {
 	h.t.Helper()
@@ -192,7 +191,7 @@ func podReady(p *corev1.Pod) bool {
 
 func TestSilentNodeIsTaintedAndItsPodsEvicted(t *testing.T) {
 	h := newHarness(t)
-	h.makePod("zero", "bad", unreachableToleration(ptr(int64(0))))
+	h.makePod("zero", "bad", unreachableToleration(ptr.To(int64(0))))
 	h.makePod("default", "bad")
 	h.makePod("forever", "bad", unreachableToleration(nil))
 	h.makePod("elsewhere", "good")
