@@ -84,7 +84,11 @@ func StartContainerd(t testing.TB) string {
 	}
 	cmd := exec.Command(bin, "--root", root, "--state", state, "--address", sock, "--config", cfg)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// No Pdeathsig: it fires when the OS thread that started containerd
+	// exits, and Go ends threads that a goroutine locked and left (as
+	// network's netns creation does), which killed containerd mid-test.
+	// The cleanup below stops it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		t.Fatalf("runtimetest: start containerd: %v", err)
