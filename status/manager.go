@@ -36,6 +36,11 @@ type ManagerConfig struct {
 	// terminal phase is not written and the pod is not deleted unless
 	// TerminatePod was called. Nil: only TerminatePod marks a pod stopped.
 	PodCouldHaveRunningContainers func(uid types.UID) bool
+	// CachedPod, optional, returns the pod as an informer last saw it (nil
+	// when unknown). A sync first compares against it and writes with its
+	// resourceVersion, so an unchanged pod costs no request; a conflict
+	// falls back to a GET. Nil: every sync GETs the pod.
+	CachedPod func(namespace, name string) *corev1.Pod
 }
 
 // Manager is the single writer of pod statuses to the API server, as

@@ -28,10 +28,15 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
 	pods := m.cfg.Client.CoreV1().Pods(ns)
 	var pod *corev1.Pod
 	gone := false
+	cached := m.cachedPod(ns, name, uid)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		cur := cached
+		cached = nil // a conflict means the cache was stale: GET from now on
+		if cur == nil {
+			var err error
+			if cur, err = pods.Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return err
+			}
 		}
 		if cur.UID != uid {
 			gone = true
@@ -43,6 +48,7 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
 			return nil
 		}
 		cur.Status = merged
+		var err error
 		pod, err = pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
@@ -65,6 +71,17 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID) error {
 		e.written = version
 	}
 	m.mu.Unlock()
+	return nil
+}
+
+// cachedPod is a copy of the informer's pod when it is the pod of uid.
+func (m *Manager) cachedPod(ns, name string, uid types.UID) *corev1.Pod {
+	if m.cfg.CachedPod == nil {
+		return nil
+	}
+	if p := m.cfg.CachedPod(ns, name); p != nil && p.UID == uid {
+		return p.DeepCopy()
+	}
 	return nil
 }
 

@@ -330,3 +330,34 @@ func TestManagerForgetsPodsDeletedMeanwhile(t *testing.T) {
 		t.Fatalf("warnings: %v", msgs)
 	}
 }
+
+// A stale informer copy makes the first write conflict; the manager falls
+// back to a GET and still writes once, and a cached copy that already
+// matches costs no write at all.
+func TestManagerCachedPodStaleFallsBackToGet(t *testing.T) {
+	var cached atomic.Pointer[corev1.Pod]
+	e := newEnv(t, ManagerConfig{ResyncInterval: 200 * time.Millisecond,
+		CachedPod: func(ns, name string) *corev1.Pod { return cached.Load() }})
+	ctx := context.Background()
+	pod := e.createPod(t, "cached")
+	cached.Store(pod.DeepCopy())
+	// Someone else writes first, so the cached resourceVersion is stale.
+	pod.Labels = map[string]string{"touched": "yes"}
+	pod, err := e.cs.CoreV1().Pods("default").Update(ctx, pod, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := e.watch(t, pod)
+	e.run()
+	e.m.SetPodStatus(pod, runningStatus(true))
+	got := w.waitWrites(t, 1)
+	if got.Status.Phase != corev1.PodRunning || got.Labels["touched"] != "yes" {
+		t.Fatalf("written pod: labels %v status %+v", got.Labels, got.Status)
+	}
+	cached.Store(got.DeepCopy())
+	time.Sleep(600 * time.Millisecond) // resyncs compare against the cache
+	w.waitWrites(t, 1)
+	if msgs := e.warn.list(); len(msgs) > 0 {
+		t.Fatalf("warnings: %v", msgs)
+	}
+}
