@@ -57,7 +57,8 @@ type Config struct {
 	CNIBinDirs []string
 	CNIConfDir string
 	// NetNSDir, BridgeName and NetworkName: see network.Config. The CNI
-	// cache and IPAM state live under RootDir.
+	// cache and IPAM state live under RootDir. NetNSDir defaults to
+	// network.DefaultNetNSDir with the default RootDir, else RootDir/netns.
 	NetNSDir, BridgeName, NetworkName string
 
 	CgroupDriver string // "", "cgroupfs" or "systemd"
@@ -71,11 +72,14 @@ type Config struct {
 	// ImageDir holds image tarballs imported at start (air-gapped nodes).
 	ImageDir string
 
-	NodeIP        string
-	PodCIDR       string
-	ClusterDNS    []string
-	ClusterDomain string
-	Log           *slog.Logger
+	NodeIP  string
+	PodCIDR string
+	// SystemReserved and KubeReserved are taken off the node's capacity
+	// to give its allocatable (--system-reserved, --kube-reserved).
+	SystemReserved, KubeReserved corev1.ResourceList
+	ClusterDNS                   []string
+	ClusterDomain                string
+	Log                          *slog.Logger
 }
 
 // Agent is the node agent.
@@ -112,6 +116,11 @@ func setAgentDefaults(cfg *Config) error {
 	}
 	if !filepath.IsAbs(cfg.RootDir) {
 		return fmt.Errorf("nodelet: root dir %q is not absolute", cfg.RootDir)
+	}
+	if cfg.NetNSDir == "" && cfg.RootDir != DefaultRootDir {
+		// Reconcile removes every netns of its directory that containerd
+		// does not know: nodelets sharing a host must not share it.
+		cfg.NetNSDir = filepath.Join(cfg.RootDir, "netns")
 	}
 	if cfg.ContainerdNamespace == "" {
 		cfg.ContainerdNamespace = runtime.DefaultNamespace

@@ -34,6 +34,14 @@ type wired struct {
 	pods    cache.SharedIndexInformer
 	factory informers.SharedInformerFactory
 	hints   chan struct{} // runtime events -> PLEG relists
+
+	timersMu sync.Mutex
+	timers   map[types.UID]retryTimer // pending requeues
+}
+
+type retryTimer struct {
+	at    time.Time
+	timer *time.Timer
 }
 
 // Run runs the node agent until ctx ends. On the way out it stops its
@@ -97,24 +105,27 @@ func nilIfDone(ctx context.Context, err error) error {
 // wire builds the status manager, node status, PLEG, Syncer, pod workers
 // and the pod informer.
 func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
-	w := &wired{components: c, hints: make(chan struct{}, 1)}
+	w := &wired{components: c, hints: make(chan struct{}, 1), timers: map[types.UID]retryTimer{}}
 	var workers *podworkers.Workers // set below; the closures run later
 	w.status = status.NewManager(status.ManagerConfig{Client: a.client, Log: a.log.With("component", "status"),
-		PodCouldHaveRunningContainers: func(uid types.UID) bool { return !workers.IsTerminated(uid) }})
+		PodCouldHaveRunningContainers: func(uid types.UID) bool { return !workers.IsTerminated(uid) },
+		CachedPod:                     func(ns, name string) *corev1.Pod { return cachedPod(w, ns, name) }})
 	var err error
 	w.pleg, err = pleg.New(pleg.Config{List: c.rt.PodStatuses, Events: w.hints, Log: a.log.With("component", "pleg")})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
 	}
 	w.node, err = nodestatus.New(nodestatus.Config{Client: a.client, NodeName: a.cfg.NodeName, NodeIP: a.cfg.NodeIP,
-		RootDir: a.cfg.RootDir, PodCIDR: a.cfg.PodCIDR, ContainerRuntimeVersion: runtimeVersion(ctx, c.rt),
-		Readiness: func() error { return readiness(w.pleg, c.net) }, Log: a.log.With("component", "nodestatus")})
+		RootDir: a.cfg.RootDir, PodCIDR: a.cfg.PodCIDR, SystemReserved: a.cfg.SystemReserved, KubeReserved: a.cfg.KubeReserved,
+		ContainerRuntimeVersion: runtimeVersion(ctx, c.rt),
+		Readiness:               func() error { return readiness(w.pleg, c.net) }, Log: a.log.With("component", "nodestatus")})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
 	}
 	syncer, err := NewSyncer(SyncerConfig{Runtime: c.rt, Network: c.net, Cgroups: c.cg, CgroupDriver: c.driver,
 		Volumes: c.vols, Status: w.status, PodStatus: PodStatusFromList(c.rt.PodStatuses),
-		Backoff:    runtime.NewBackoff(10*time.Second, 5*time.Minute, time.Now),
+		Backoff: runtime.NewBackoff(10*time.Second, 5*time.Minute, time.Now),
+		Requeue: w.requeue, EnvSources: apiEnvSources{a.client},
 		PauseImage: a.cfg.PodInfraImage, NodeName: a.cfg.NodeName, NodeIP: w.node.Host().InternalIP,
 		ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain,
 		PodFilesDir: filepath.Join(a.cfg.RootDir, "pod-files"), LogRoot: a.cfg.LogRoot, OOMScoreAdjFloor: c.floor,
@@ -188,6 +199,43 @@ func (a *Agent) podInformer(w *wired) error {
 	return nil
 }
 
+// cachedPod is the informer's copy of a pod (nil before the informer runs
+// or when it does not have the pod). Callers must not modify it.
+func cachedPod(w *wired, ns, name string) *corev1.Pod {
+	if w.pods == nil {
+		return nil
+	}
+	obj, ok, err := w.pods.GetIndexer().GetByKey(ns + "/" + name)
+	if err != nil || !ok {
+		return nil
+	}
+	p, _ := obj.(*corev1.Pod)
+	return p
+}
+
+// requeue syncs the pod again after a delay (the end of a crash back-off),
+// keeping one timer per pod: the earliest wins.
+func (w *wired) requeue(pod *corev1.Pod, after time.Duration) {
+	uid := pod.UID
+	at := time.Now().Add(after)
+	w.timersMu.Lock()
+	defer w.timersMu.Unlock()
+	if t, ok := w.timers[uid]; ok {
+		if !t.at.After(at) {
+			return
+		}
+		t.timer.Stop()
+	}
+	w.timers[uid] = retryTimer{at: at, timer: time.AfterFunc(after, func() {
+		w.timersMu.Lock()
+		delete(w.timers, uid)
+		w.timersMu.Unlock()
+		if p := podByUID(w, uid); p != nil {
+			w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Sync})
+		}
+	})}
+}
+
 // podByUID looks a pod up in the informer's cache.
 func podByUID(w *wired, uid types.UID) *corev1.Pod {
 	objs, err := w.pods.GetIndexer().ByIndex(uidIndex, string(uid))
@@ -245,12 +293,35 @@ func (a *Agent) housekeeping(ctx context.Context, w *wired) {
 			a.log.Info("removing orphaned pod", "pod", p.Namespace+"/"+p.Name, "uid", p.UID)
 			w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Remove})
 		}
+		if err := a.reconcileNetwork(ctx, w); err != nil && ctx.Err() == nil {
+			a.log.Warn("reconcile pod networks", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// reconcileNetwork releases the networks (netns, CNI state, IPs) of
+// sandboxes containerd no longer has: leaks of a crash, a reboot or a
+// sandbox removed behind the nodelet's back. The live set is read fresh
+// from containerd, never from a cache that may not have listed yet.
+func (a *Agent) reconcileNetwork(ctx context.Context, w *wired) error {
+	pods, err := w.rt.PodStatuses(ctx)
+	if err != nil {
+		return err
+	}
+	live := map[string]bool{}
+	for _, p := range pods {
+		for _, sb := range p.Sandboxes {
+			if sb.NetNSPath != "" {
+				live[filepath.Base(sb.NetNSPath)] = true
+			}
+		}
+	}
+	return w.net.Reconcile(ctx, live)
 }
 
 // orphans are pods with containers, sandboxes, a cgroup or volumes on the

@@ -74,6 +74,13 @@ type SyncerConfig struct {
 	// PodStatus reads the runtime's state of a pod, fresh (not a stale
 	// cache): PodStatusFromList(rt.PodStatuses) or the PLEG cache.
 	PodStatus PodStatusFunc
+	// EnvSources resolves the ConfigMaps and Secrets that env and envFrom
+	// name; nil makes such pods fail with CreateContainerConfigError.
+	EnvSources runtime.EnvSources
+	// Requeue, optional, asks for the pod to be synced again after a delay
+	// (a container whose crash back-off ends then); nil leaves it to the
+	// periodic resync.
+	Requeue func(pod *corev1.Pod, after time.Duration)
 	// Backoff delays crashing containers' restarts; nil never delays.
 	Backoff    *runtime.Backoff
 	PauseImage string
@@ -195,6 +202,9 @@ func (s *Syncer) SyncPod(ctx context.Context, pod *corev1.Pod) error {
 		waiting[k] = v
 	}
 	actErr := s.act(ctx, pod, rs, &actions, waiting)
+	if actions.RetryAfter > 0 && s.cfg.Requeue != nil {
+		s.cfg.Requeue(pod, actions.RetryAfter)
+	}
 	if err := s.reportStatus(ctx, pod, waiting, false); err != nil {
 		return errors.Join(actErr, err)
 	}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
@@ -37,7 +39,7 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("nodelet", flag.ContinueOnError)
 	var cfg nodelet.Config
-	var kubeconfig, cniBinDirs, clusterDNS, logLevel string
+	var kubeconfig, cniBinDirs, clusterDNS, logLevel, systemReserved, kubeReserved string
 	hostname, _ := os.Hostname()
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file of the API server (required)")
 	fs.StringVar(&cfg.NodeName, "node-name", strings.ToLower(hostname), "name of the Node object")
@@ -46,6 +48,9 @@ func run(args []string) error {
 	fs.StringVar(&cfg.ContainerdNamespace, "containerd-namespace", runtime.DefaultNamespace, "containerd namespace of the pods")
 	fs.StringVar(&cniBinDirs, "cni-bin-dir", strings.Join(network.DefaultBinDirs, ":"), "colon-separated CNI plugin directories")
 	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", network.DefaultConfDir, "CNI configuration directory")
+	fs.StringVar(&cfg.BridgeName, "bridge-name", "", "Linux bridge of the generated CNI config (default "+network.DefaultBridgeName+")")
+	fs.StringVar(&cfg.NetNSDir, "netns-dir", "", "directory of the pods' network namespaces (default "+network.DefaultNetNSDir+", or ROOT-DIR/netns with another --root-dir)")
+	fs.StringVar(&cfg.LogRoot, "pod-log-dir", runtime.DefaultLogRoot, "root of the containers' CRI log files")
 	fs.StringVar(&cfg.CgroupDriver, "cgroup-driver", "", "cgroupfs or systemd (default: detected)")
 	fs.StringVar(&cfg.CgroupRoot, "cgroup-root", "/", "cgroup under which kubepods is created")
 	fs.StringVar(&cfg.PodInfraImage, "pod-infra-image", nodelet.DefaultPodInfraImage, "pause image")
@@ -55,12 +60,21 @@ func run(args []string) error {
 	fs.StringVar(&cfg.ImageDir, "image-dir", "", "directory of image tarballs imported at start")
 	fs.StringVar(&clusterDNS, "cluster-dns", "", "comma-separated cluster DNS server IPs")
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
+	fs.StringVar(&systemReserved, "system-reserved", "", "resources kept for the OS, e.g. cpu=500m,memory=256Mi")
+	fs.StringVar(&kubeReserved, "kube-reserved", "", "resources kept for the node's daemons, e.g. memory=128Mi")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if kubeconfig == "" {
 		return fmt.Errorf("--kubeconfig is required")
+	}
+	var err error
+	if cfg.SystemReserved, err = parseResourceList(systemReserved); err != nil {
+		return fmt.Errorf("--system-reserved: %w", err)
+	}
+	if cfg.KubeReserved, err = parseResourceList(kubeReserved); err != nil {
+		return fmt.Errorf("--kube-reserved: %w", err)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
@@ -89,4 +103,33 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return agent.Run(ctx)
+}
+
+// parseResourceList parses "cpu=500m,memory=256Mi" as kubelet's
+// --system-reserved does.
+func parseResourceList(s string) (corev1.ResourceList, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := corev1.ResourceList{}
+	for _, kv := range strings.Split(s, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%q is not name=quantity", kv)
+		}
+		switch corev1.ResourceName(name) {
+		case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage, corev1.ResourcePods:
+		default:
+			return nil, fmt.Errorf("unsupported resource %q (cpu, memory, ephemeral-storage, pods)", name)
+		}
+		q, err := resource.ParseQuantity(value)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if q.Sign() < 0 {
+			return nil, fmt.Errorf("%s: negative quantity %s", name, value)
+		}
+		out[corev1.ResourceName(name)] = q
+	}
+	return out, nil
 }
