@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nodelet/nodelet/test/images"
 )
 
 var binDir string
@@ -28,10 +30,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	build := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/controlplane")
+	build := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/controlplane", "../../cmd/nodelet")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build controlplane:", err)
+		fmt.Fprintln(os.Stderr, "build controlplane and nodelet:", err)
+		os.Exit(1)
+	}
+	if _, err := images.BuildPause(binDir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	if _, err := exec.LookPath("kubectl"); err != nil {

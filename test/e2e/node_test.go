@@ -1,0 +1,405 @@
+package e2e
+
+// A real node for end-to-end tests: a network namespace made by the test
+// (a veth pair inside it gives the node an address that leads nowhere), a
+// private containerd, and the nodelet binary running inside the namespace.
+// The API server stays on the host's loopback; a forwarder listening on
+// the namespace's loopback carries the nodelet's connections to it, so
+// traffic only ever goes to 127.0.0.1 or into the namespace.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	libcgroups "github.com/opencontainers/cgroups"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/runtimetest"
+	"github.com/nodelet/nodelet/test/images"
+)
+
+// realNode is one nodelet process with its own containerd and netns.
+type realNode struct {
+	t          *testing.T
+	name       string
+	netns      string // name under /run/netns
+	ip         string
+	dir        string // root, logs, CNI config, netns dir, images
+	cgroupRoot string // relative to each hierarchy, e.g. /nodelet-e2e-ab12
+	ctdAddr    string
+	args       []string
+	cmd        *exec.Cmd
+	logs       *lockedBuffer
+	waitErr    chan error
+}
+
+const e2eNamespace = "nodelet-e2e" // containerd namespace of the tests' pods
+
+func randomSuffix() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// startRealNode creates the namespace, containerd and the forwarder to the
+// control plane, then starts the nodelet. Cleanup stops the nodelet, then
+// removes the namespace, containerd (and whatever it still runs) and the
+// cgroup tree; leftover mounts fail the test.
+func startRealNode(t *testing.T, cp *controlPlane, name string) *realNode {
+	t.Helper()
+	suffix := randomSuffix()
+	n := &realNode{t: t, name: name, netns: "nle2e-" + suffix, ip: "10.99.0.1", dir: t.TempDir(),
+		cgroupRoot: "/nodelet-e2e-" + suffix, logs: &lockedBuffer{}}
+	// Cleanups run last-registered first: the nodelet stops, the netns
+	// goes, containerd kills what is left, then the pods' netns mounts of
+	// a failed test and the cgroup tree go.
+	t.Cleanup(func() { removeCgroupTree(t, n.cgroupRoot) })
+	t.Cleanup(func() { unmountNetnsFiles(t, filepath.Join(n.dir, "root", "netns")) })
+	n.ctdAddr = runtimetest.StartContainerd(t)
+	n.makeNetns(t)
+	forwardIntoNetns(t, "/run/netns/"+n.netns, fmt.Sprintf("127.0.0.1:%d", cp.port))
+
+	imageDir := filepath.Join(n.dir, "images")
+	if _, _, err := images.Nginx(imageDir); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := images.Busybox(imageDir); err != nil {
+		t.Fatal(err)
+	}
+	n.args = []string{"--net=/run/netns/" + n.netns, filepath.Join(binDir, "nodelet"),
+		"--kubeconfig", cp.kubeconfig, "--node-name", name, "--node-ip", n.ip,
+		"--root-dir", filepath.Join(n.dir, "root"), "--pod-log-dir", filepath.Join(n.dir, "pods"),
+		"--containerd-address", n.ctdAddr, "--containerd-namespace", e2eNamespace,
+		"--cni-conf-dir", filepath.Join(n.dir, "net.d"), "--cni-bin-dir", "/usr/lib/cni",
+		"--cgroup-driver", "cgroupfs", "--cgroup-root", n.cgroupRoot,
+		"--pause-binary", filepath.Join(binDir, "pause"), "--image-dir", imageDir,
+		"--system-reserved", "cpu=100m,memory=100Mi"}
+	n.start()
+	t.Cleanup(n.stop)
+	return n
+}
+
+func (n *realNode) makeNetns(t *testing.T) {
+	t.Helper()
+	ns := n.netns
+	run := func(args ...string) {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("netns", "add", ns)
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v: %s", ns, err, out)
+		}
+	})
+	run("-n", ns, "link", "set", "lo", "up")
+	run("-n", ns, "link", "add", "nv0", "type", "veth", "peer", "name", "nv1")
+	run("-n", ns, "addr", "add", n.ip+"/24", "dev", "nv0")
+	run("-n", ns, "link", "set", "nv0", "up")
+	run("-n", ns, "link", "set", "nv1", "up")
+}
+
+// start runs the nodelet inside the namespace.
+func (n *realNode) start() {
+	n.cmd = exec.Command("nsenter", n.args...)
+	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs
+	if err := n.cmd.Start(); err != nil {
+		n.t.Fatalf("start nodelet: %v", err)
+	}
+	n.waitErr = make(chan error, 1)
+	go func(cmd *exec.Cmd, ch chan error) { ch <- cmd.Wait() }(n.cmd, n.waitErr)
+}
+
+// stop sends SIGTERM (which must not kill pods) and waits.
+func (n *realNode) stop() {
+	if n.cmd == nil {
+		return
+	}
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.waitErr:
+	case <-time.After(30 * time.Second):
+		n.t.Errorf("nodelet did not stop within 30s")
+		n.cmd.Process.Kill()
+		<-n.waitErr
+	}
+	n.cmd = nil
+	if n.t.Failed() {
+		n.t.Logf("nodelet %s logs:\n%s", n.name, n.logs.tail(200))
+	}
+}
+
+// kill stops the nodelet with SIGKILL, as a crash would.
+func (n *realNode) kill() {
+	n.cmd.Process.Kill()
+	<-n.waitErr
+	n.cmd = nil
+}
+
+// inNetns runs a command inside the node's namespace.
+func (n *realNode) inNetns(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=/run/netns/" + n.netns}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// httpGet fetches a URL from inside the node's namespace (busybox wget,
+// whose -T crashes in Debian's build, so the context bounds it).
+func (n *realNode) httpGet(url string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return n.inNetns(ctx, "busybox", "wget", "-q", "-O-", url)
+}
+
+// leftovers lists what the node still holds of pods: containers in its
+// containerd namespace, pod netns files, IP reservations, pod cgroups, pod
+// directories and log directories.
+func (n *realNode) leftovers(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if list, err := exec.CommandContext(ctx, "ctr", "--address", n.ctdAddr, "-n", e2eNamespace, "containers", "list", "-q").Output(); err != nil {
+		out = append(out, fmt.Sprintf("ctr containers list: %v", err))
+	} else if s := strings.TrimSpace(string(list)); s != "" {
+		out = append(out, "containers: "+strings.ReplaceAll(s, "\n", " "))
+	}
+	for _, dir := range []string{
+		filepath.Join(n.dir, "root", "netns"), filepath.Join(n.dir, "root", "pods"),
+		filepath.Join(n.dir, "root", "pod-files"), filepath.Join(n.dir, "pods"),
+	} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	_ = filepath.WalkDir(filepath.Join(n.dir, "root", "cni", "cache"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out = append(out, "CNI cache "+p)
+		}
+		return nil
+	})
+	_ = filepath.WalkDir(filepath.Join(n.dir, "root", "cni", "networks"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && net.ParseIP(d.Name()) != nil {
+			out = append(out, "IP reservation "+p)
+		}
+		return nil
+	})
+	for _, h := range cgroupHierarchies(t) {
+		for _, qos := range []string{"kubepods", "kubepods/burstable", "kubepods/besteffort"} {
+			entries, _ := os.ReadDir(filepath.Join(h, n.cgroupRoot, qos))
+			for _, e := range entries {
+				if e.IsDir() && strings.HasPrefix(e.Name(), "pod") {
+					out = append(out, filepath.Join(h, n.cgroupRoot, qos, e.Name()))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// holdsPod tells whether containerd still has a container of the pod or
+// a pod cgroup of it exists.
+func (n *realNode) holdsPod(t *testing.T, uid types.UID) bool {
+	t.Helper()
+	filter := fmt.Sprintf("labels.%q==%s", runtime.LabelPodUID, uid)
+	list, err := exec.Command("ctr", "--address", n.ctdAddr, "-n", e2eNamespace, "containers", "list", "-q", filter).Output()
+	if err != nil {
+		t.Fatalf("ctr containers list %s: %v", filter, err)
+	}
+	if strings.TrimSpace(string(list)) != "" {
+		return true
+	}
+	for _, h := range cgroupHierarchies(t) {
+		for _, qos := range []string{"kubepods", "kubepods/burstable", "kubepods/besteffort"} {
+			if _, err := os.Stat(filepath.Join(h, n.cgroupRoot, qos, "pod"+string(uid))); err == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// forwardIntoNetns listens on addr inside the namespace at nsPath and
+// carries each connection to the same addr on the host's loopback, until
+// the test ends.
+func forwardIntoNetns(t *testing.T, nsPath, addr string) {
+	t.Helper()
+	ln, err := listenInNetns(nsPath, addr)
+	if err != nil {
+		t.Fatalf("listen on %s in %s: %v", addr, nsPath, err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	track := func(c net.Conn, add bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if add {
+			conns[c] = true
+		} else {
+			delete(conns, c)
+		}
+	}
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { pipe(in, addr, track) })
+		}
+	})
+}
+
+func pipe(in net.Conn, addr string, track func(net.Conn, bool)) {
+	out, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		in.Close()
+		return
+	}
+	track(in, true)
+	track(out, true)
+	done := make(chan struct{}, 2)
+	cp := func(dst, src net.Conn) {
+		io.Copy(dst, src)
+		if tc, ok := dst.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+		done <- struct{}{}
+	}
+	go cp(out, in)
+	go cp(in, out)
+	<-done
+	<-done
+	in.Close()
+	out.Close()
+	track(in, false)
+	track(out, false)
+}
+
+// listenInNetns opens a listener inside the namespace at nsPath. The
+// socket keeps its namespace for life; the thread that entered the
+// namespace is never unlocked, so Go ends it instead of reusing it.
+func listenInNetns(nsPath, addr string) (net.Listener, error) {
+	type result struct {
+		ln  net.Listener
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		goruntime.LockOSThread() // never unlocked: the thread dies with us
+		h, err := netns.GetFromPath(nsPath)
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		defer h.Close()
+		if err := netns.Set(h); err != nil {
+			ch <- result{err: err}
+			return
+		}
+		ln, err := net.Listen("tcp", addr)
+		ch <- result{ln, err}
+	}()
+	r := <-ch
+	return r.ln, r.err
+}
+
+// cgroupHierarchies are the mounted cgroup hierarchies (one on v2).
+func cgroupHierarchies(t *testing.T) []string {
+	t.Helper()
+	var st unix.Statfs_t
+	if unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return []string{"/sys/fs/cgroup"}
+	}
+	entries, err := os.ReadDir("/sys/fs/cgroup")
+	if err != nil {
+		t.Fatalf("read /sys/fs/cgroup: %v", err)
+	}
+	var out []string
+	for _, e := range entries {
+		p := filepath.Join("/sys/fs/cgroup", e.Name())
+		if e.Type()&os.ModeSymlink != 0 || unix.Statfs(p, &st) != nil {
+			continue
+		}
+		if st.Type == unix.CGROUP_SUPER_MAGIC || st.Type == unix.CGROUP2_SUPER_MAGIC {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// unmountNetnsFiles unmounts the pod netns files a failed test left (a
+// passing test has none: the leftovers check covers them).
+func unmountNetnsFiles(t *testing.T, dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		if err := unix.Unmount(p, unix.MNT_DETACH); err == nil {
+			t.Logf("unmounted leftover netns %s", p)
+		}
+		os.Remove(p)
+	}
+}
+
+// removeCgroupTree removes the test's cgroup root from every hierarchy.
+func removeCgroupTree(t *testing.T, root string) {
+	for _, h := range cgroupHierarchies(t) {
+		p := filepath.Join(h, root)
+		if err := libcgroups.RemovePath(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("remove cgroup %s: %v", p, err)
+		}
+	}
+}
+
+// lockedBuffer collects a process's output safely while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) tail(lines int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	all := strings.Split(l.b.String(), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
