@@ -14,6 +14,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	_ "crypto/sha256" // go-digest computes sha256 only when it is linked in
 	"encoding/json"
 	"fmt"
 	"io"
