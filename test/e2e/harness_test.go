@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 
 // controlPlane is one running controlplane process.
 type controlPlane struct {
-	t          *testing.T
+	t          testing.TB
 	dataDir    string
 	port       int
 	kubeconfig string
@@ -59,7 +59,7 @@ type controlPlane struct {
 	logs       *bytes.Buffer
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -71,7 +71,7 @@ func freePort(t *testing.T) int {
 
 // startControlPlane starts the binary on a loopback port with dataDir and
 // waits until it is ready. It is stopped when the test ends.
-func startControlPlane(t *testing.T, dataDir string, port int, extraArgs ...string) *controlPlane {
+func startControlPlane(t testing.TB, dataDir string, port int, extraArgs ...string) *controlPlane {
 	t.Helper()
 	cp := &controlPlane{t: t, dataDir: dataDir, port: port, kubeconfig: filepath.Join(dataDir, "admin.kubeconfig"), logs: &bytes.Buffer{}}
 	args := append([]string{"--data-dir", dataDir, "--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(port)}, extraArgs...)

@@ -39,7 +39,7 @@ import (
 
 // realNode is one nodelet process with its own containerd and netns.
 type realNode struct {
-	t          *testing.T
+	t          testing.TB
 	name       string
 	netns      string // name under /run/netns
 	ip         string
@@ -64,7 +64,7 @@ func randomSuffix() string {
 // control plane, then starts the nodelet. Cleanup stops the nodelet, then
 // removes the namespace, containerd (and whatever it still runs) and the
 // cgroup tree; leftover mounts fail the test.
-func startRealNode(t *testing.T, cp *controlPlane, name string) *realNode {
+func startRealNode(t testing.TB, cp *controlPlane, name string) *realNode {
 	t.Helper()
 	suffix := randomSuffix()
 	n := &realNode{t: t, name: name, netns: "nle2e-" + suffix, ip: "10.99.0.1", dir: t.TempDir(),
@@ -98,7 +98,7 @@ func startRealNode(t *testing.T, cp *controlPlane, name string) *realNode {
 	return n
 }
 
-func (n *realNode) makeNetns(t *testing.T) {
+func (n *realNode) makeNetns(t testing.TB) {
 	t.Helper()
 	ns := n.netns
 	run := func(args ...string) {
@@ -123,6 +123,12 @@ func (n *realNode) makeNetns(t *testing.T) {
 func (n *realNode) start() {
 	n.cmd = exec.Command("nsenter", n.args...)
 	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs
+	if path := os.Getenv("E2E_NODELET_LOG"); path != "" { // keep the logs of a passing run too
+		if f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+			n.t.Cleanup(func() { f.Close() })
+			n.cmd.Stdout, n.cmd.Stderr = io.MultiWriter(n.logs, f), io.MultiWriter(n.logs, f)
+		}
+	}
 	if err := n.cmd.Start(); err != nil {
 		n.t.Fatalf("start nodelet: %v", err)
 	}
@@ -174,7 +180,7 @@ func (n *realNode) httpGet(url string) (string, error) {
 // leftovers lists what the node still holds of pods: containers in its
 // containerd namespace, pod netns files, IP reservations, pod cgroups, pod
 // directories and log directories.
-func (n *realNode) leftovers(t *testing.T) []string {
+func (n *realNode) leftovers(t testing.TB) []string {
 	t.Helper()
 	var out []string
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -220,7 +226,7 @@ func (n *realNode) leftovers(t *testing.T) []string {
 
 // holdsPod tells whether containerd still has a container of the pod or
 // a pod cgroup of it exists.
-func (n *realNode) holdsPod(t *testing.T, uid types.UID) bool {
+func (n *realNode) holdsPod(t testing.TB, uid types.UID) bool {
 	t.Helper()
 	filter := fmt.Sprintf("labels.%q==%s", runtime.LabelPodUID, uid)
 	list, err := exec.Command("ctr", "--address", n.ctdAddr, "-n", e2eNamespace, "containers", "list", "-q", filter).Output()
@@ -243,7 +249,7 @@ func (n *realNode) holdsPod(t *testing.T, uid types.UID) bool {
 // forwardIntoNetns listens on addr inside the namespace at nsPath and
 // carries each connection to the same addr on the host's loopback, until
 // the test ends.
-func forwardIntoNetns(t *testing.T, nsPath, addr string) {
+func forwardIntoNetns(t testing.TB, nsPath, addr string) {
 	t.Helper()
 	ln, err := listenInNetns(nsPath, addr)
 	if err != nil {
@@ -336,7 +342,7 @@ func listenInNetns(nsPath, addr string) (net.Listener, error) {
 }
 
 // cgroupHierarchies are the mounted cgroup hierarchies (one on v2).
-func cgroupHierarchies(t *testing.T) []string {
+func cgroupHierarchies(t testing.TB) []string {
 	t.Helper()
 	var st unix.Statfs_t
 	if unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
@@ -361,7 +367,7 @@ func cgroupHierarchies(t *testing.T) []string {
 
 // unmountNetnsFiles unmounts the pod netns files a failed test left (a
 // passing test has none: the leftovers check covers them).
-func unmountNetnsFiles(t *testing.T, dir string) {
+func unmountNetnsFiles(t testing.TB, dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
@@ -373,7 +379,7 @@ func unmountNetnsFiles(t *testing.T, dir string) {
 }
 
 // removeCgroupTree removes the test's cgroup root from every hierarchy.
-func removeCgroupTree(t *testing.T, root string) {
+func removeCgroupTree(t testing.TB, root string) {
 	for _, h := range cgroupHierarchies(t) {
 		p := filepath.Join(h, root)
 		if err := libcgroups.RemovePath(p); err != nil && !errors.Is(err, os.ErrNotExist) {

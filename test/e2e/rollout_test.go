@@ -116,7 +116,7 @@ func assertSpread(t *testing.T, cp *controlPlane, want, nodes int) {
 	}
 }
 
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
