@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -29,6 +30,11 @@ func main() {
 	if runtime.IsLogDriver(os.Args[1:]) {
 		runtime.RunLogDriver(os.Args[1:])
 		return
+	}
+	if os.Getenv("GOGC") == "" {
+		// A node agent lives next to the workloads: trade a little CPU for
+		// a smaller heap (measured: RSS -10 MB idle, see docs/benchmarks.md).
+		debug.SetGCPercent(50)
 	}
 	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "nodelet:", err)
