@@ -82,6 +82,12 @@ func (c *Containerd) PodStatuses(ctx context.Context) ([]PodStatus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pod statuses: %w", err)
 	}
+	return c.assemble(ctx, list, tasks), nil
+}
+
+// assemble groups containers and their tasks into pod statuses, reaping
+// exited app/init container tasks on the way.
+func (c *Containerd) assemble(ctx context.Context, list []containers.Container, tasks map[string]taskInfo) []PodStatus {
 	pods := map[types.UID]*PodStatus{}
 	for _, ct := range list {
 		uid := types.UID(ct.Labels[LabelPodUID])
@@ -96,7 +102,8 @@ func (c *Containerd) PodStatuses(ctx context.Context) ([]PodStatus, error) {
 			continue
 		}
 		if hasTask && t.status == tasktypes.Status_STOPPED {
-			if err := c.reapByID(ctx, ct.ID); err != nil {
+			var err error
+			if err = c.reapByID(ctx, ct.ID); err != nil {
 				c.log.Warn("reap exited container", "id", ct.ID, "err", err)
 			} else if ct.Labels, err = c.labels(ctx, ct.ID); err == nil {
 				hasTask = false
@@ -110,7 +117,7 @@ func (c *Containerd) PodStatuses(ctx context.Context) ([]PodStatus, error) {
 		out = append(out, *p)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].UID < out[j].UID })
-	return out, nil
+	return out
 }
 
 func (c *Containerd) listTasks(ctx context.Context) (map[string]taskInfo, error) {

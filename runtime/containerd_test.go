@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -135,18 +136,41 @@ func (f *fixture) runContainer(t *testing.T, pod *corev1.Pod, sandbox string, i 
 	return id
 }
 
+// podStatus reads the pod through both PodStatus and PodStatuses and
+// fails when they disagree.
 func podStatus(t *testing.T, rt *runtime.Containerd, uid string) *runtime.PodStatus {
 	t.Helper()
+	one, err := rt.PodStatus(context.Background(), types.UID(uid))
+	if err != nil {
+		t.Fatal(err)
+	}
 	all, err := rt.PodStatuses(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range all {
 		if string(all[i].UID) == uid {
+			if a, b := statusSummary(one), statusSummary(&all[i]); a != b {
+				t.Fatalf("PodStatus and PodStatuses disagree:\n%s\n%s", a, b)
+			}
 			return &all[i]
 		}
 	}
+	if len(one.Sandboxes)+len(one.Containers) > 0 {
+		t.Fatalf("PodStatus found %s, PodStatuses did not", statusSummary(one))
+	}
 	return nil
+}
+
+func statusSummary(p *runtime.PodStatus) string {
+	out := ""
+	for _, sb := range p.Sandboxes {
+		out += fmt.Sprintf("sandbox %s %s %s; ", sb.ID, sb.State, sb.IP)
+	}
+	for _, c := range p.Containers {
+		out += fmt.Sprintf("container %s %s %s exit %d %s; ", c.Name, c.ID, c.State, c.ExitCode, c.Reason)
+	}
+	return out
 }
 
 func waitLog(t *testing.T, path string, want ...string) string {
