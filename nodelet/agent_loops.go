@@ -123,7 +123,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		return nil, fmt.Errorf("nodelet: %w", err)
 	}
 	syncer, err := NewSyncer(SyncerConfig{Runtime: c.rt, Network: c.net, Cgroups: c.cg, CgroupDriver: c.driver,
-		Volumes: c.vols, Status: w.status, PodStatus: PodStatusFromList(c.rt.PodStatuses),
+		Volumes: c.vols, Status: w.status, PodStatus: c.rt.PodStatus,
 		Backoff: runtime.NewBackoff(10*time.Second, 5*time.Minute, time.Now),
 		Requeue: w.requeue, EnvSources: apiEnvSources{a.client},
 		PauseImage: a.cfg.PodInfraImage, NodeName: a.cfg.NodeName, NodeIP: w.node.Host().InternalIP,

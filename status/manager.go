@@ -43,6 +43,9 @@ type ManagerConfig struct {
 	CachedPod func(namespace, name string) *corev1.Pod
 }
 
+// syncParallelism bounds the pod status writes in flight.
+const syncParallelism = 8
+
 // Manager is the single writer of pod statuses to the API server, as
 // upstream's status_manager.go: callers record the desired status; one
 // goroutine (Run) writes it when it differs from what the API has, fed by
@@ -215,12 +218,22 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) {
 		}
 	}
 	m.mu.Unlock()
+	// Pods are written concurrently (each pod by one goroutine at a time):
+	// a sequential writer waits out one durable API write per pod, which
+	// made a 100-pod burst wait seconds for its statuses.
+	sem := make(chan struct{}, syncParallelism)
+	var wg sync.WaitGroup
 	for _, uid := range uids {
 		if ctx.Err() != nil {
-			return
+			break
 		}
-		if err := m.syncPod(ctx, uid); err != nil {
-			m.cfg.Log.Warn("pod status sync failed, will retry", "uid", uid, "err", err)
-		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := m.syncPod(ctx, uid); err != nil {
+				m.cfg.Log.Warn("pod status sync failed, will retry", "uid", uid, "err", err)
+			}
+		})
 	}
+	wg.Wait()
 }

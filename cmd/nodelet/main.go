@@ -45,6 +45,8 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("nodelet", flag.ContinueOnError)
 	var cfg nodelet.Config
+	var apiQPS float64
+	var apiBurst int
 	var kubeconfig, cniBinDirs, clusterDNS, logLevel, systemReserved, kubeReserved string
 	hostname, _ := os.Hostname()
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file of the API server (required)")
@@ -68,6 +70,8 @@ func run(args []string) error {
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
 	fs.StringVar(&systemReserved, "system-reserved", "", "resources kept for the OS, e.g. cpu=500m,memory=256Mi")
 	fs.StringVar(&kubeReserved, "kube-reserved", "", "resources kept for the node's daemons, e.g. memory=128Mi")
+	fs.Float64Var(&apiQPS, "kube-api-qps", 50, "requests per second to the API server (as kubelet's default)")
+	fs.IntVar(&apiBurst, "kube-api-burst", 100, "burst of requests to the API server")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -94,6 +98,8 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
 	}
+	rc.QPS, rc.Burst = float32(apiQPS), apiBurst
+	rc.UserAgent = "nodelet/" + cfg.NodeName
 	cfg.RestConfig, cfg.Log = rc, log
 	cfg.CNIBinDirs = filepath.SplitList(cniBinDirs)
 	if clusterDNS != "" {
