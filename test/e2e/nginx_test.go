@@ -30,6 +30,9 @@ func TestNginxOnRealNode(t *testing.T) {
 	cp.must("rollout", "status", "deployment/nginx-deployment", "--timeout=120s")
 	pods := nginxPods(t, cp, 3)
 	assertNginxAnswers(t, node, pods)
+	if n := node.shims(t); n != 3 {
+		t.Fatalf("want one containerd shim per pod (3), have %d", n)
+	}
 	if out := cp.must("get", "pods", "-o", "wide"); strings.Count(out, "Running") != 3 || strings.Count(out, node.name) != 3 {
 		t.Fatalf("kubectl get pods -o wide:\n%s", out)
 	}

@@ -246,6 +246,28 @@ func (n *realNode) holdsPod(t testing.TB, uid types.UID) bool {
 	return false
 }
 
+// shims counts the containerd shim processes serving this node's
+// containerd.
+func (n *realNode) shims(t testing.TB) int {
+	t.Helper()
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatalf("read /proc: %v", err)
+	}
+	count := 0
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if strings.HasSuffix(args[0], "containerd-shim-runc-v2") && strings.Contains(string(cmdline), n.ctdAddr) {
+			count++
+		}
+	}
+	return count
+}
+
 // forwardIntoNetns listens on addr inside the namespace at nsPath and
 // carries each connection to the same addr on the host's loopback, until
 // the test ends.
