@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -318,4 +319,72 @@ func agentLeftovers(t *testing.T, env *agentEnv, all bool, pods ...*corev1.Pod) 
 		out = append(out, fmt.Sprintf("pod cgroups left: %v (%v)", uids, err))
 	}
 	return out
+}
+
+// Env from ConfigMaps and Secrets (keys and envFrom) reaches the process;
+// a pod naming a missing ConfigMap waits with a reason and does not run.
+func TestAgentEnvFromConfigMapsAndSecrets(t *testing.T) {
+	inNodeNetns(t, func(t *testing.T, base string) {
+		env := startAgent(t, base)
+		ctx := t.Context()
+		_, err := env.client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "cfg"}, Data: map[string]string{"greeting": "hello", "MODE": "fast"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = env.client.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "sec"}, Data: map[string][]byte{"token": []byte("s3cret")}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := agentPod("envpod")
+		c := &pod.Spec.Containers[0]
+		c.Command = []string{"sh", "-c", "echo GREETING=$GREETING TOKEN=$TOKEN MODE=$MODE; trap 'exit 0' TERM; while true; do sleep 1; done"}
+		c.EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}
+		c.Env = []corev1.EnvVar{
+			{Name: "GREETING", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: "greeting"}}},
+			{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}, Key: "token"}}},
+		}
+		created, err := env.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitRunning(t, env, created.Name)
+		logPath := runtime.ContainerLogPath(env.cfg.LogRoot, "default", created.Name, string(created.UID), "app", 0)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			data, _ := os.ReadFile(logPath)
+			if strings.Contains(string(data), "GREETING=hello TOKEN=s3cret MODE=fast") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("container log %s lacks the env values:\n%s", logPath, data)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+
+		missing := agentPod("missingcfg")
+		missing.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "nope"}}}}
+		if _, err := env.client.CoreV1().Pods("default").Create(ctx, missing, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var waiting *corev1.ContainerStateWaiting
+		for start := time.Now(); waiting == nil || waiting.Reason != "CreateContainerConfigError"; time.Sleep(100 * time.Millisecond) {
+			if time.Since(start) > 30*time.Second {
+				t.Fatalf("pod with a missing ConfigMap: want waiting CreateContainerConfigError, have %+v", waiting)
+			}
+			cur, err := env.client.CoreV1().Pods("default").Get(ctx, missing.Name, metav1.GetOptions{})
+			if err == nil && len(cur.Status.ContainerStatuses) == 1 {
+				waiting = cur.Status.ContainerStatuses[0].State.Waiting
+			}
+		}
+		if !strings.Contains(waiting.Message, "nope") {
+			t.Errorf("waiting message does not name the ConfigMap: %q", waiting.Message)
+		}
+		deleteAndWait(t, env, created.Name)
+		deleteAndWait(t, env, missing.Name)
+	})
 }

@@ -144,7 +144,7 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 		SandboxID: pc.sandbox.id, Image: img, ImageName: c.Image, Attempt: attempt, Init: init,
 		SpecConfig: runtime.ContainerSpecConfig{
 			CgroupsPath:      cgroups.ContainerCgroupsPath(s.cfg.CgroupDriver, pc.podCgroup, "ctr-"+newNetworkID()),
-			Env:              runtime.EnvContext{PodIPs: podIPs, HostIPs: hostIPs},
+			Env:              runtime.EnvContext{PodIPs: podIPs, HostIPs: hostIPs, Sources: s.cfg.EnvSources},
 			Volumes:          pc.volumes,
 			Hostname:         hostname,
 			HostsPath:        pc.hosts,
@@ -154,7 +154,11 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 		},
 	})
 	if err != nil {
-		setWaiting(waiting, c.Name, "CreateContainerError", err.Error())
+		reason := "CreateContainerError"
+		if errors.Is(err, runtime.ErrContainerConfig) {
+			reason = "CreateContainerConfigError"
+		}
+		setWaiting(waiting, c.Name, reason, err.Error())
 		return wrap("create", err)
 	}
 	if err := s.cfg.Runtime.StartContainer(ctx, id); err != nil {

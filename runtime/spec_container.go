@@ -56,7 +56,7 @@ func ContainerSpec(cfg ContainerSpecConfig) (*specs.Spec, error) {
 	}
 	env, err := ContainerEnv(pod, c, cfg.Env)
 	if err != nil {
-		return nil, wrap(err)
+		return nil, wrap(fmt.Errorf("%w: %w", ErrContainerConfig, err))
 	}
 	command, cargs := ExpandCommand(c, env)
 	args, err := processArgs(command, cargs, cfg.Image)

@@ -18,6 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
+// ErrContainerConfig marks a container whose configuration cannot be
+// built from the API's objects (a missing ConfigMap, Secret or key): the
+// kubelet's CreateContainerConfigError.
+var ErrContainerConfig = errors.New("container configuration")
+
 // EnvSources gives the ConfigMaps and Secrets that env and envFrom refer
 // to. A missing object is reported as an error for which
 // apierrors.IsNotFound holds, or as (nil, nil).
