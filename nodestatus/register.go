@@ -36,9 +36,13 @@ func (s *Syncer) registerWithRetry(ctx context.Context) error {
 func (s *Syncer) register(ctx context.Context) error {
 	nodes := s.cfg.Client.CoreV1().Nodes()
 	initial := InitialNode(s.cfg.NodeName, s.host, s.cfg.Labels, s.cfg.PodCIDR)
-	SetStatus(initial, s.observe(), s.cfg.NodeName)
+	o := s.observe()
+	SetStatus(initial, o, s.cfg.NodeName)
 	created, err := nodes.Create(ctx, initial, metav1.CreateOptions{})
 	if err == nil {
+		// The created node carries a full status: that is a report, so an
+		// unchanged status is not written again before the report period.
+		s.lastReport = o.Now.Time
 		s.log.Info("node registered")
 		s.observeNode(created)
 		return nil
