@@ -236,7 +236,8 @@ func isArchive(name string) bool {
 }
 
 // terminatingSyncer tells the status manager when a pod's containers are
-// stopped for good, so that a deleted pod's deletion is confirmed at once.
+// stopped for good, so that a finished pod's terminal phase is written and
+// a deleted pod's deletion confirmed at once.
 type terminatingSyncer struct {
 	*Syncer
 	status *status.Manager
@@ -246,8 +247,6 @@ func (s terminatingSyncer) SyncTerminatingPod(ctx context.Context, pod *corev1.P
 	if err := s.Syncer.SyncTerminatingPod(ctx, pod, grace); err != nil {
 		return err
 	}
-	if pod.DeletionTimestamp != nil {
-		s.status.TerminatePod(pod)
-	}
+	s.status.TerminatePod(pod)
 	return nil
 }

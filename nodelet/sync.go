@@ -205,17 +205,22 @@ func (s *Syncer) SyncPod(ctx context.Context, pod *corev1.Pod) error {
 	if actions.RetryAfter > 0 && s.cfg.Requeue != nil {
 		s.cfg.Requeue(pod, actions.RetryAfter)
 	}
-	if err := s.reportStatus(ctx, pod, waiting, false); err != nil {
+	phase, err := s.reportStatus(ctx, pod, waiting, false)
+	if err != nil {
 		return errors.Join(actErr, err)
+	}
+	if actErr == nil && (phase == corev1.PodSucceeded || phase == corev1.PodFailed) {
+		return fmt.Errorf("pod %s is %s: %w", podRef(pod), phase, podworkers.ErrPodFinished)
 	}
 	return actErr
 }
 
-// reportStatus computes the status from a fresh runtime status.
-func (s *Syncer) reportStatus(ctx context.Context, pod *corev1.Pod, waiting map[string]corev1.ContainerStateWaiting, terminal bool) error {
+// reportStatus computes the status from a fresh runtime status and returns
+// its phase.
+func (s *Syncer) reportStatus(ctx context.Context, pod *corev1.Pod, waiting map[string]corev1.ContainerStateWaiting, terminal bool) (corev1.PodPhase, error) {
 	rs, err := s.podStatus(context.WithoutCancel(ctx), pod)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var hostIPs []string
 	if s.cfg.NodeIP != "" {
@@ -225,7 +230,7 @@ func (s *Syncer) reportStatus(ctx context.Context, pod *corev1.Pod, waiting map[
 		Now: s.cfg.Now(), HostIPs: hostIPs, PodIsTerminal: terminal, Waiting: waiting,
 	})
 	s.cfg.Status.SetPodStatus(pod, st)
-	return nil
+	return st.Phase, nil
 }
 
 // act carries out the plan; waiting collects why containers wait.

@@ -22,7 +22,7 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, grace 
 	if killErr != nil {
 		killErr = fmt.Errorf("terminate pod %s: %w", podRef(pod), killErr)
 	}
-	if err := s.reportStatus(ctx, pod, nil, killErr == nil); err != nil {
+	if _, err := s.reportStatus(ctx, pod, nil, killErr == nil); err != nil {
 		return errors.Join(killErr, err)
 	}
 	return killErr

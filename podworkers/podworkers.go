@@ -19,6 +19,7 @@ package podworkers
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -28,12 +29,18 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// ErrPodFinished, wrapped in SyncPod's error, says that the pod reached a
+// terminal phase (all its containers stopped and none will restart): the
+// worker then terminates it as if it were killed, and never syncs it again.
+var ErrPodFinished = errors.New("pod finished")
+
 // Syncer does the work for one pod. It is implemented by the nodelet; the
 // pod workers call it, never two calls for one pod at a time.
 type Syncer interface {
 	// SyncPod makes the pod run as its spec says. It is called again after
 	// every update and every ResyncInterval while the pod runs. ctx is
-	// cancelled when the pod is killed meanwhile.
+	// cancelled when the pod is killed meanwhile. An error wrapping
+	// ErrPodFinished ends the pod's syncing (see ErrPodFinished).
 	SyncPod(ctx context.Context, pod *corev1.Pod) error
 	// SyncTerminatingPod stops every container of the pod within
 	// gracePeriod seconds. Once it returns nil the pod is terminated.

@@ -233,6 +233,29 @@ func TestDeletedOrFinishedPodIsKilled(t *testing.T) {
 	}
 }
 
+// A pod whose SyncPod says it finished is terminated and cleaned up, and
+// later updates of it do not start it again.
+func TestFinishedSyncTerminatesThePod(t *testing.T) {
+	f := newFake(t, func(_ context.Context, c call) error {
+		if c.op == "sync" {
+			return fmt.Errorf("sync: %w", ErrPodFinished)
+		}
+		return nil
+	})
+	w := newWorkers(t, f, Config{})
+	p := pod("a", "1")
+	p.Spec.TerminationGracePeriodSeconds = grace(7)
+	w.Update(UpdateOptions{Pod: p})
+	for _, want := range []string{"sync", "terminating", "terminated"} {
+		if c := f.next(t); c.op != want || (want == "terminating" && c.grace != 7) {
+			t.Fatalf("got %+v, want %s", c, want)
+		}
+	}
+	waitUntil(t, func() bool { return w.IsTerminated(p.UID) })
+	w.Update(UpdateOptions{Pod: pod("a", "2")})
+	f.expectNone(t, 200*time.Millisecond)
+}
+
 func TestOrphanRemoveGoesStraightToTermination(t *testing.T) {
 	f := newFake(t, nil)
 	w := newWorkers(t, f, Config{})
@@ -368,5 +391,14 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in time")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for start := time.Now(); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("condition not met within 5s")
+		}
 	}
 }

@@ -81,6 +81,11 @@ func (w *Workers) step(wk *worker) (delay time.Duration, exit bool) {
 	if w.ctx.Err() != nil {
 		return 0, true // Shutdown: leave the pod as it is
 	}
+	if ph == phaseSyncing && errors.Is(err, ErrPodFinished) {
+		wk.failures = 0
+		w.requestKill(wk, gracePeriod(UpdateOptions{Pod: pod}))
+		return 0, false // the next step terminates the pod
+	}
 	if err != nil {
 		if cancelled && errors.Is(err, context.Canceled) {
 			return 0, false // a kill (or shorter grace) made the call stale
