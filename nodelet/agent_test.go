@@ -388,3 +388,46 @@ func TestAgentEnvFromConfigMapsAndSecrets(t *testing.T) {
 		deleteAndWait(t, env, missing.Name)
 	})
 }
+
+// Terminated containers report their exit code, reason and termination
+// message: from the file behind terminationMessagePath, or from the log
+// with FallbackToLogsOnError.
+func TestAgentTerminationMessages(t *testing.T) {
+	inNodeNetns(t, func(t *testing.T, base string) {
+		env := startAgent(t, base)
+		pod := agentPod("ends")
+		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+		pod.Spec.Containers = []corev1.Container{
+			{Name: "file", Image: "busybox:1.36", TerminationMessagePath: "/dev/termination-log",
+				Command: []string{"sh", "-c", "printf bye > /dev/termination-log; exit 3"}},
+			{Name: "logs", Image: "busybox:1.36", TerminationMessagePath: "/dev/termination-log",
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				Command:                  []string{"sh", "-c", "echo oops; exit 1"}},
+		}
+		created, err := env.client.CoreV1().Pods("default").Create(t.Context(), pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cur *corev1.Pod
+		for start := time.Now(); cur == nil || cur.Status.Phase != corev1.PodFailed; time.Sleep(100 * time.Millisecond) {
+			if time.Since(start) > 60*time.Second {
+				t.Fatalf("pod not Failed after 60s: %+v", cur.Status)
+			}
+			cur, _ = env.client.CoreV1().Pods("default").Get(t.Context(), created.Name, metav1.GetOptions{})
+		}
+		want := map[string]corev1.ContainerStateTerminated{
+			"file": {ExitCode: 3, Reason: "Error", Message: "bye"},
+			"logs": {ExitCode: 1, Reason: "Error", Message: "oops\n"},
+		}
+		for _, cs := range cur.Status.ContainerStatuses {
+			term, w := cs.State.Terminated, want[cs.Name]
+			if term == nil || term.ExitCode != w.ExitCode || term.Reason != w.Reason || term.Message != w.Message {
+				t.Errorf("container %s: terminated %+v, want exit %d reason %s message %q", cs.Name, term, w.ExitCode, w.Reason, w.Message)
+			}
+		}
+		deleteAndWait(t, env, created.Name)
+		if left := waitClean(t, env, false, created); len(left) > 0 {
+			t.Errorf("left after delete: %v", left)
+		}
+	})
+}

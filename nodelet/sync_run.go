@@ -140,17 +140,23 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 	} else if pod.Spec.HostNetwork {
 		podIPs = hostIPs
 	}
+	termLog, err := s.terminationLogFile(pod, c, attempt)
+	if err != nil {
+		setWaiting(waiting, c.Name, "CreateContainerError", err.Error())
+		return wrap("create", err)
+	}
 	id, err := s.cfg.Runtime.CreateContainer(ctx, pod, c, runtime.ContainerConfig{
 		SandboxID: pc.sandbox.id, Image: img, ImageName: c.Image, Attempt: attempt, Init: init,
 		SpecConfig: runtime.ContainerSpecConfig{
-			CgroupsPath:      cgroups.ContainerCgroupsPath(s.cfg.CgroupDriver, pc.podCgroup, "ctr-"+newNetworkID()),
-			Env:              runtime.EnvContext{PodIPs: podIPs, HostIPs: hostIPs, Sources: s.cfg.EnvSources},
-			Volumes:          pc.volumes,
-			Hostname:         hostname,
-			HostsPath:        pc.hosts,
-			ResolvConfPath:   pc.resolv,
-			MemoryCapacity:   s.cfg.MemoryCapacity,
-			OOMScoreAdjFloor: s.cfg.OOMScoreAdjFloor,
+			CgroupsPath:        cgroups.ContainerCgroupsPath(s.cfg.CgroupDriver, pc.podCgroup, "ctr-"+newNetworkID()),
+			Env:                runtime.EnvContext{PodIPs: podIPs, HostIPs: hostIPs, Sources: s.cfg.EnvSources},
+			Volumes:            pc.volumes,
+			Hostname:           hostname,
+			HostsPath:          pc.hosts,
+			ResolvConfPath:     pc.resolv,
+			TerminationLogPath: termLog,
+			MemoryCapacity:     s.cfg.MemoryCapacity,
+			OOMScoreAdjFloor:   s.cfg.OOMScoreAdjFloor,
 		},
 	})
 	if err != nil {
@@ -168,6 +174,29 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 	delete(waiting, c.Name)
 	s.log.Info("container started", "pod", podRef(pod), "container", c.Name, "id", id, "attempt", attempt)
 	return nil
+}
+
+// terminationLogFile creates the empty host file behind the container's
+// terminationMessagePath (one per attempt, so a restart starts empty);
+// it goes with the pod's files.
+func (s *Syncer) terminationLogFile(pod *corev1.Pod, c *corev1.Container, attempt uint32) (string, error) {
+	if s.cfg.PodFilesDir == "" || c.TerminationMessagePath == "" {
+		return "", nil
+	}
+	dir := filepath.Join(s.cfg.PodFilesDir, string(pod.UID), "termination-log")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("termination log of container %s: %w", c.Name, err)
+	}
+	p := filepath.Join(dir, fmt.Sprintf("%s-%d", c.Name, attempt))
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o666)
+	if err != nil {
+		return "", fmt.Errorf("termination log of container %s: %w", c.Name, err)
+	}
+	// The container's user may not be root: let any user write it.
+	if err := errors.Join(f.Chmod(0o666), f.Close()); err != nil {
+		return "", fmt.Errorf("termination log of container %s: %w", c.Name, err)
+	}
+	return p, nil
 }
 
 // ensureImage resolves the container's image per its pull policy, with a

@@ -318,6 +318,7 @@ func (c *Containerd) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *
 	labels[LabelImage] = cfg.ImageName
 	labels[LabelImageRef] = cfg.Image.RepoDigest
 	labels[LabelLogPath] = logPath
+	terminationLabels(labels, ctr, cfg.SpecConfig.TerminationLogPath)
 	if cfg.Init {
 		labels[LabelInit] = "true"
 	}

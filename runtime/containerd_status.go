@@ -215,6 +215,9 @@ func containerStatus(ct containers.Container, t taskInfo, hasTask bool) Containe
 	default:
 		s.State, s.Reason = StateUnknown, "TaskLost" // started, no task, no exit record
 	}
+	if s.State == StateExited {
+		s.Message = terminationMessage(l, s.ExitCode)
+	}
 	return s
 }
 
