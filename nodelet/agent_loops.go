@@ -37,6 +37,9 @@ type wired struct {
 
 	timersMu sync.Mutex
 	timers   map[types.UID]retryTimer // pending requeues
+
+	admitMu  sync.Mutex
+	rejected map[types.UID]bool // pods refused by admission
 }
 
 type retryTimer struct {
@@ -105,7 +108,7 @@ func nilIfDone(ctx context.Context, err error) error {
 // wire builds the status manager, node status, PLEG, Syncer, pod workers
 // and the pod informer.
 func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
-	w := &wired{components: c, hints: make(chan struct{}, 1), timers: map[types.UID]retryTimer{}}
+	w := &wired{components: c, hints: make(chan struct{}, 1), timers: map[types.UID]retryTimer{}, rejected: map[types.UID]bool{}}
 	var workers *podworkers.Workers // set below; the closures run later
 	w.status = status.NewManager(status.ManagerConfig{Client: a.client, Log: a.log.With("component", "status"),
 		PodCouldHaveRunningContainers: func(uid types.UID) bool { return !workers.IsTerminated(uid) },
@@ -178,7 +181,7 @@ func (a *Agent) podInformer(w *wired) error {
 	}
 	sync := func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok {
-			w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Sync})
+			a.syncPod(w, p)
 		}
 	}
 	_, err = w.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -189,6 +192,9 @@ func (a *Agent) podInformer(w *wired) error {
 				obj = d.Obj
 			}
 			if p, ok := obj.(*corev1.Pod); ok {
+				w.admitMu.Lock()
+				delete(w.rejected, p.UID)
+				w.admitMu.Unlock()
 				w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Remove})
 			}
 		},
@@ -198,6 +204,58 @@ func (a *Agent) podInformer(w *wired) error {
 	}
 	return nil
 }
+
+// syncPod hands a pod of the API to its worker, admitting it first when
+// it is new to the node. Callers are the informer's handler and
+// housekeeping; admission decisions are serialized by admitMu.
+func (a *Agent) syncPod(w *wired, p *corev1.Pod) {
+	if !a.admitted(w, p) {
+		return
+	}
+	w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Sync})
+}
+
+// admitted tells whether the pod may run: pods already running here,
+// terminating or finished need no decision; a new pod must fit next to the
+// pods that have workers, or it is rejected (Failed) once and for all.
+func (a *Agent) admitted(w *wired, p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		return true // the workers stop or forget it
+	}
+	w.admitMu.Lock()
+	defer w.admitMu.Unlock()
+	if w.rejected[p.UID] {
+		return false
+	}
+	known := map[types.UID]bool{}
+	for _, uid := range w.workers.Known() {
+		known[uid] = true
+	}
+	if known[p.UID] || w.workers.IsTerminated(p.UID) {
+		return true
+	}
+	var others []*corev1.Pod
+	for _, obj := range w.pods.GetStore().List() {
+		if o, ok := obj.(*corev1.Pod); ok && known[o.UID] && !w.workers.IsTerminationRequested(o.UID) {
+			others = append(others, o)
+		}
+	}
+	host := w.node.Host()
+	alloc := nodestatus.Allocatable(nodestatus.Capacity(host, a.maxPods()), a.cfg.SystemReserved, a.cfg.KubeReserved)
+	reason, message := admit(alloc, others, p)
+	if reason == "" {
+		return true
+	}
+	w.rejected[p.UID] = true
+	a.log.Info("pod rejected", "pod", p.Namespace+"/"+p.Name, "reason", reason, "message", message)
+	st := p.Status.DeepCopy()
+	st.Phase, st.Reason, st.Message = corev1.PodFailed, reason, message
+	w.status.SetPodStatus(p, *st)
+	w.status.TerminatePod(p)
+	return false
+}
+
+func (a *Agent) maxPods() int { return nodestatus.DefaultMaxPods }
 
 // cachedPod is the informer's copy of a pod (nil before the informer runs
 // or when it does not have the pod). Callers must not modify it.
@@ -286,7 +344,7 @@ func (a *Agent) housekeeping(ctx context.Context, w *wired) {
 	for {
 		for _, obj := range w.pods.GetStore().List() {
 			if p, ok := obj.(*corev1.Pod); ok {
-				w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Sync})
+				a.syncPod(w, p)
 			}
 		}
 		for _, p := range a.orphans(w) {

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -428,6 +429,47 @@ func TestAgentTerminationMessages(t *testing.T) {
 		deleteAndWait(t, env, created.Name)
 		if left := waitClean(t, env, false, created); len(left) > 0 {
 			t.Errorf("left after delete: %v", left)
+		}
+	})
+}
+
+// A pod that does not fit the node (cpu beyond allocatable, a host port
+// already taken) is set Failed with upstream's reason and never started.
+func TestAgentAdmission(t *testing.T) {
+	inNodeNetns(t, func(t *testing.T, base string) {
+		env := startAgent(t, base)
+		pods := env.client.CoreV1().Pods("default")
+		first := agentPod("port-a")
+		first.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 18080, Protocol: corev1.ProtocolTCP}}
+		if _, err := pods.Create(t.Context(), first, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitRunning(t, env, first.Name)
+
+		second := agentPod("port-b")
+		second.Spec.Containers[0].Ports = first.Spec.Containers[0].Ports
+		huge := agentPod("huge")
+		huge.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}
+		for want, p := range map[string]*corev1.Pod{"NodePorts": second, "OutOfcpu": huge} {
+			if _, err := pods.Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var cur *corev1.Pod
+			for start := time.Now(); cur == nil || cur.Status.Phase != corev1.PodFailed; time.Sleep(100 * time.Millisecond) {
+				if time.Since(start) > 30*time.Second {
+					t.Fatalf("pod %s not rejected after 30s: %+v", p.Name, cur.Status)
+				}
+				cur, _ = pods.Get(t.Context(), p.Name, metav1.GetOptions{})
+			}
+			if cur.Status.Reason != want || !strings.Contains(cur.Status.Message, "Pod was rejected") {
+				t.Errorf("pod %s: reason %q message %q, want %s", p.Name, cur.Status.Reason, cur.Status.Message, want)
+			}
+			if len(runningContainers(t, env)[string(cur.UID)]) > 0 {
+				t.Errorf("rejected pod %s has containers", p.Name)
+			}
+		}
+		for _, name := range []string{first.Name, second.Name, huge.Name} {
+			deleteAndWait(t, env, name)
 		}
 	})
 }
