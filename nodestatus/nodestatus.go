@@ -152,6 +152,9 @@ func (s *Syncer) Run(ctx context.Context) error {
 	defer statusTick.Stop()
 
 	if err := s.registerWithRetry(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while registering: not a failure
+		}
 		return err
 	}
 	go s.watchNode(ctx)
