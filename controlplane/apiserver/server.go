@@ -47,6 +47,9 @@ type Config struct {
 	AdvertisePort    int
 	// Ready reports readiness for /readyz beyond the server being up (may be nil).
 	Ready func() error
+	// Nodes reaches the nodelets for pods/log, exec, attach, portforward
+	// and nodes/proxy (see proxy.go); nil answers those with 503.
+	Nodes NodeConnector
 }
 
 // Server is the API server.
