@@ -1,0 +1,173 @@
+package runtime
+
+// Resource usage of the running sandboxes and containers, read from their
+// cgroups by the shims: one containerd Metrics call for the whole
+// namespace (as the CRI plugin's ListContainerStats does), which is what
+// task.Metrics does per task. A task whose shim cannot answer (it may be
+// exiting) is left out by containerd or skipped here; it never fails the
+// list.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	cg1 "github.com/containerd/cgroups/v3/cgroup1/stats"
+	cg2 "github.com/containerd/cgroups/v3/cgroup2/stats"
+	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
+	apitypes "github.com/containerd/containerd/api/types"
+	"github.com/containerd/errdefs/pkg/errgrpc"
+	"github.com/containerd/typeurl/v2"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ContainerMetrics is one reading of the resource usage of a running
+// sandbox (pause container) or app/init container, taken from its cgroup.
+// The counters (CPU time, page faults) are cumulative since the container
+// started; the memory figures are instantaneous.
+type ContainerMetrics struct {
+	PodUID       types.UID
+	PodName      string
+	PodNamespace string
+	// Name is the container's name in the pod spec; "" for a sandbox.
+	Name    string
+	Sandbox bool
+	ID      string
+	// StartedAt is when the container's task started (a sandbox's: when
+	// it was created, which is within milliseconds of its start).
+	StartedAt time.Time
+	// Timestamp is when the shim read the cgroup.
+	Timestamp time.Time
+
+	CPUUsageNanoseconds uint64 // cumulative CPU time, all cores
+	MemoryUsageBytes    uint64 // the cgroup's memory usage (page cache included)
+	// WorkingSetBytes is usage minus the inactive file cache (v1
+	// total_inactive_file, v2 inactive_file), never negative: what the
+	// kubelet and kubectl top call the working set.
+	WorkingSetBytes uint64
+	RSSBytes        uint64 // anonymous memory (v1 total_rss, v2 anon)
+	PageFaults      uint64
+	MajorPageFaults uint64
+}
+
+// ContainerMetrics returns the resource usage of every sandbox and
+// container of the runtime's namespace whose task is running (or paused),
+// in no particular order. Tasks that containerd cannot read, or whose data
+// is not a cgroup v1 or v2 reading, are skipped (logged at debug level):
+// the list fails only when containerd cannot be asked at all.
+func (c *Containerd) ContainerMetrics(ctx context.Context) ([]ContainerMetrics, error) {
+	ctx = c.nsCtx(ctx)
+	list, err := c.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", LabelPodUID))
+	if err != nil {
+		return nil, fmt.Errorf("container metrics: list containers: %w", err)
+	}
+	tasks, err := c.listTasks(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("container metrics: %w", err)
+	}
+	resp, err := c.client.TaskService().Metrics(ctx, &tasksapi.MetricsRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("container metrics: read task metrics: %w", errgrpc.ToNative(err))
+	}
+	byID := make(map[string]*apitypes.Metric, len(resp.Metrics))
+	for _, m := range resp.Metrics {
+		byID[m.ID] = m
+	}
+	out := make([]ContainerMetrics, 0, len(list))
+	for _, ct := range list {
+		t, ok := tasks[ct.ID]
+		if !ok || taskState(t.status) != StateRunning {
+			continue
+		}
+		m := byID[ct.ID]
+		if m == nil {
+			continue // the task exited between the two calls
+		}
+		l := ct.Labels
+		cm := ContainerMetrics{
+			PodUID:       types.UID(l[LabelPodUID]),
+			PodName:      l[LabelPodName],
+			PodNamespace: l[LabelPodNamespace],
+			Name:         l[LabelContainer],
+			Sandbox:      l[LabelKind] == kindSandbox,
+			ID:           ct.ID,
+			StartedAt:    timeLabel(l, LabelStartedAt),
+		}
+		if cm.StartedAt.IsZero() {
+			cm.StartedAt = ct.CreatedAt
+		}
+		if err := decodeMetric(m, &cm); err != nil {
+			c.log.Debug("container metrics: skip task", "id", ct.ID, "err", err)
+			continue
+		}
+		out = append(out, cm)
+	}
+	return out, nil
+}
+
+// decodeMetric fills cm's usage and timestamp from a task's metric, which
+// the runc shim sends as io.containerd.cgroups.v1.Metrics or
+// io.containerd.cgroups.v2.Metrics.
+func decodeMetric(m *apitypes.Metric, cm *ContainerMetrics) error {
+	if m.Data == nil {
+		return fmt.Errorf("metric of task %s has no data", m.ID)
+	}
+	v, err := typeurl.UnmarshalAny(m.Data)
+	if err != nil {
+		return fmt.Errorf("decode metric of task %s (%s): %w", m.ID, m.Data.GetTypeUrl(), err)
+	}
+	switch s := v.(type) {
+	case *cg1.Metrics:
+		fillV1(s, cm)
+	case *cg2.Metrics:
+		fillV2(s, cm)
+	default:
+		return fmt.Errorf("metric of task %s: unsupported type %T", m.ID, v)
+	}
+	cm.Timestamp = time.Now()
+	if m.Timestamp != nil {
+		cm.Timestamp = m.Timestamp.AsTime()
+	}
+	return nil
+}
+
+// fillV1 reads a cgroup v1 reading; the hierarchical (total_*) figures
+// count the container's child cgroups too.
+func fillV1(s *cg1.Metrics, cm *ContainerMetrics) {
+	if cpu := s.GetCPU().GetUsage(); cpu != nil {
+		cm.CPUUsageNanoseconds = cpu.Total
+	}
+	mem := s.GetMemory()
+	if mem == nil {
+		return
+	}
+	cm.MemoryUsageBytes = mem.GetUsage().GetUsage()
+	cm.WorkingSetBytes = subFloor(cm.MemoryUsageBytes, mem.TotalInactiveFile)
+	cm.RSSBytes = mem.TotalRSS
+	cm.PageFaults = mem.TotalPgFault
+	cm.MajorPageFaults = mem.TotalPgMajFault
+}
+
+// fillV2 reads a cgroup v2 reading (already hierarchical).
+func fillV2(s *cg2.Metrics, cm *ContainerMetrics) {
+	if cpu := s.GetCPU(); cpu != nil {
+		cm.CPUUsageNanoseconds = cpu.UsageUsec * uint64(time.Microsecond)
+	}
+	mem := s.GetMemory()
+	if mem == nil {
+		return
+	}
+	cm.MemoryUsageBytes = mem.Usage
+	cm.WorkingSetBytes = subFloor(mem.Usage, mem.InactiveFile)
+	cm.RSSBytes = mem.Anon
+	cm.PageFaults = mem.Pgfault
+	cm.MajorPageFaults = mem.Pgmajfault
+}
+
+// subFloor is a-b, or 0 when b exceeds a.
+func subFloor(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}
