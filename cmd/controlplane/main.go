@@ -3,6 +3,7 @@
 //
 //	controlplane --data-dir DIR [--bind-address IP] [--secure-port PORT] [--tls-san NAME]...
 //	controlplane kubeconfig --data-dir DIR --user NAME [--group G]... [--server URL]
+//	controlplane serving-cert --data-dir DIR --node-name NAME --host IP|DNS... --cert-file F --key-file F
 package main
 
 import (
@@ -26,9 +27,12 @@ import (
 
 func main() {
 	var err error
-	if len(os.Args) > 1 && os.Args[1] == "kubeconfig" {
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == "kubeconfig":
 		err = kubeconfig(os.Args[2:])
-	} else {
+	case len(os.Args) > 1 && os.Args[1] == "serving-cert":
+		err = servingCert(os.Args[2:])
+	default:
 		err = run(os.Args[1:])
 	}
 	if err != nil {
@@ -105,4 +109,40 @@ func kubeconfig(args []string) error {
 	}
 	_, err = os.Stdout.Write(data)
 	return err
+}
+
+// servingCert writes a nodelet's serving certificate and key, signed by the
+// cluster CA for the node's names and addresses: the API server verifies
+// the nodelet against the CA when it proxies logs, exec and port-forward,
+// and the node never holds the CA key.
+func servingCert(args []string) error {
+	fs := flag.NewFlagSet("controlplane serving-cert", flag.ContinueOnError)
+	dataDir := fs.String("data-dir", "/var/lib/nodelet-controlplane", "the control plane's data directory (holds the CA)")
+	node := fs.String("node-name", "", "the node's name (certificate common name system:node:NAME; also a DNS name)")
+	certFile := fs.String("cert-file", "", "where to write the certificate (PEM)")
+	keyFile := fs.String("key-file", "", "where to write the private key (PEM, mode 0600)")
+	days := fs.Int("days", 365, "validity in days")
+	var hosts stringList
+	fs.Var(&hosts, "host", "IP address or DNS name the nodelet is reached at, repeatable")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *node == "" || *certFile == "" || *keyFile == "" {
+		return errors.New("--node-name, --cert-file and --key-file are required")
+	}
+	bundle, err := pki.LoadCA(*dataDir)
+	if err != nil {
+		return err
+	}
+	certPEM, keyPEM, err := bundle.SignServingCert("system:node:"+*node, append([]string{*node}, hosts...), time.Duration(*days)*24*time.Hour)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(*keyFile, keyPEM, 0o600); err != nil {
+		return fmt.Errorf("write key: %w", err)
+	}
+	if err := os.WriteFile(*certFile, certPEM, 0o644); err != nil {
+		return fmt.Errorf("write certificate: %w", err)
+	}
+	return nil
 }

@@ -30,6 +30,12 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		writeError(w, apierrors.NewNotFound(groupResource(res), info.Name))
 		return
 	}
+	if isConnect(info) {
+		if err := s.serveConnect(w, r, info); err != nil {
+			writeError(w, err)
+		}
+		return
+	}
 	if info.Subresource != "" && !res.HasSubresource(info.Subresource) {
 		writeError(w, apierrors.NewNotFound(groupResource(res), info.Name+"/"+info.Subresource))
 		return

@@ -247,3 +247,38 @@ func (b *Bundle) signClientCert(user string, groups []string, ttl time.Duration,
 	}
 	return encodeCert(der), keyPEM, nil
 }
+
+// SignServingCert issues a serving certificate (ExtKeyUsageServerAuth) for
+// a fresh ECDSA key, valid for hosts (DNS names or IP addresses), such as
+// a nodelet's certificate for its HTTPS API, which the API server verifies
+// against the cluster CA.
+func (b *Bundle) SignServingCert(commonName string, hosts []string, ttl time.Duration) (certPEM, keyPEM []byte, err error) {
+	if commonName == "" || len(hosts) == 0 {
+		return nil, nil, errors.New("sign serving certificate: a common name and at least one host are required")
+	}
+	if ttl <= 0 {
+		return nil, nil, fmt.Errorf("sign serving certificate %q: ttl must be positive, got %s", commonName, ttl)
+	}
+	var sans sanSet
+	for _, h := range hosts {
+		sans.add(h)
+	}
+	key, err := newKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: commonName},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    sans.DNS,
+		IPAddresses: sans.IPs,
+	}
+	der, err := b.sign(tmpl, key.Public(), time.Now(), ttl)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sign serving certificate %q: %w", commonName, err)
+	}
+	if keyPEM, err = encodeKey(key); err != nil {
+		return nil, nil, err
+	}
+	return encodeCert(der), keyPEM, nil
+}

@@ -1,0 +1,162 @@
+package apiserver
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	apiproxy "k8s.io/apiserver/pkg/util/proxy"
+)
+
+// servePodLog checks the PodLogOptions in the query and streams the
+// container's log from the nodelet's /containerLogs.
+func (s *Server) servePodLog(w http.ResponseWriter, r *http.Request, pod *corev1.Pod, q url.Values) error {
+	container, err := podContainer(pod, q.Get("container"))
+	if err != nil {
+		return err
+	}
+	nodeQuery, err := logQuery(pod.Name, q)
+	if err != nil {
+		return err
+	}
+	base, rt, err := s.nodeOf(r, pod)
+	if err != nil {
+		return err
+	}
+	loc := *base
+	loc.Path = path.Join("/containerLogs", pod.Namespace, pod.Name, container)
+	loc.RawQuery = nodeQuery.Encode()
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, loc.String(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("get logs from node %s: %v", pod.Spec.NodeName, err))
+	}
+	defer resp.Body.Close()
+	for _, h := range []string{"Content-Type", "Content-Length"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	copyFlushing(w, resp.Body)
+	return nil
+}
+
+// logQuery validates the PodLogOptions parameters (as upstream's
+// ValidatePodLogOptions) and returns them for the nodelet.
+func logQuery(podName string, q url.Values) (url.Values, error) {
+	out := url.Values{}
+	var errs field.ErrorList
+	for _, b := range []string{"follow", "previous", "timestamps"} {
+		if v := q.Get(b); v != "" {
+			if _, err := strconv.ParseBool(v); err != nil {
+				errs = append(errs, field.Invalid(field.NewPath(b), v, "must be a boolean"))
+				continue
+			}
+			out.Set(b, v)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		min  int64
+	}{{"tailLines", 0}, {"sinceSeconds", 1}, {"limitBytes", 1}} {
+		v := q.Get(n.name)
+		if v == "" {
+			continue
+		}
+		i, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || i < n.min {
+			errs = append(errs, field.Invalid(field.NewPath(n.name), v, fmt.Sprintf("must be an integer greater than or equal to %d", n.min)))
+			continue
+		}
+		out.Set(n.name, v)
+	}
+	if v := q.Get("sinceTime"); v != "" {
+		if _, err := time.Parse(time.RFC3339, v); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("sinceTime"), v, "must be an RFC3339 time"))
+		}
+		out.Set("sinceTime", v)
+	}
+	if out.Has("sinceSeconds") && out.Has("sinceTime") {
+		errs = append(errs, field.Forbidden(field.NewPath(""), "at most one of `sinceTime` or `sinceSeconds` may be specified"))
+	}
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Kind: "PodLogOptions"}, podName, errs)
+	}
+	return out, nil
+}
+
+// copyFlushing copies a (possibly endless, for follow) log stream,
+// flushing each chunk so that a new line reaches the client at once.
+func copyFlushing(w http.ResponseWriter, r io.Reader) {
+	f, _ := w.(http.Flusher)
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if f != nil {
+				f.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// serveStream proxies pods/exec and pods/attach to the nodelet's /exec and
+// /attach, translating kubectl's WebSocket protocol to SPDY on the way.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, pod *corev1.Pod, sub string, q url.Values) error {
+	container, err := podContainer(pod, q.Get("container"))
+	if err != nil {
+		return err
+	}
+	opts := apiproxy.Options{Stdin: isTrue(q["stdin"]), Stdout: isTrue(q["stdout"]), Stderr: isTrue(q["stderr"]), Tty: isTrue(q["tty"])}
+	if sub == "exec" && len(q["command"]) == 0 {
+		return apierrors.NewBadRequest("you must specify at least 1 command")
+	}
+	if !opts.Stdin && !opts.Stdout && !opts.Stderr {
+		return apierrors.NewBadRequest("you must specify at least 1 of stdin, stdout, stderr")
+	}
+	if opts.Tty && opts.Stderr {
+		// As upstream: with a terminal, stderr is stdout.
+		opts.Stderr = false
+	}
+	base, rt, err := s.nodeOf(r, pod)
+	if err != nil {
+		return err
+	}
+	nodeQuery := url.Values{}
+	for _, c := range q["command"] {
+		nodeQuery.Add("command", c)
+	}
+	for param, on := range map[string]bool{"input": opts.Stdin, "output": opts.Stdout, "error": opts.Stderr, "tty": opts.Tty} {
+		if on {
+			nodeQuery.Set(param, "1")
+		}
+	}
+	loc := *base
+	loc.Path = path.Join("/"+sub, pod.Namespace, pod.Name, container)
+	loc.RawQuery = nodeQuery.Encode()
+	if wsstream.IsWebSocketRequestWithStreamCloseProtocol(r) {
+		apiproxy.NewStreamTranslatorHandler(&loc, rt, 0, opts).ServeHTTP(w, r)
+		return nil
+	}
+	s.upgradeHandler(&loc, rt, true).ServeHTTP(w, r)
+	return nil
+}
