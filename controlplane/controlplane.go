@@ -4,6 +4,7 @@ package controlplane
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,9 +16,14 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodelet/nodelet/controlplane/apiserver"
+	"github.com/nodelet/nodelet/controlplane/nodeclient"
+	"github.com/nodelet/nodelet/controlplane/nodemetrics"
 	"github.com/nodelet/nodelet/controlplane/pki"
 	"github.com/nodelet/nodelet/controlplane/registry"
 	"github.com/nodelet/nodelet/controlplane/storage/bolt"
@@ -117,6 +123,15 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		}
 		authn = append(authn, tokens)
 	}
+	nodes, err := nodeClient(bundle)
+	if err != nil {
+		return err
+	}
+	defer nodes.Close()
+	metrics, err := c.nodeMetrics(bundle, nodes)
+	if err != nil {
+		return err
+	}
 	srv, err := apiserver.New(apiserver.Config{
 		Store:            store,
 		Resources:        registry.All(c.cfg.Registry),
@@ -128,6 +143,8 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		AdvertiseAddress: advertise,
 		AdvertisePort:    c.cfg.SecurePort,
 		Version:          Version,
+		Nodes:            nodes,
+		Metrics:          metrics,
 		Log:              c.cfg.Log,
 	})
 	if err != nil {
@@ -151,6 +168,57 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		return err
 	})
 	return g.Wait()
+}
+
+// nodeClient reaches nodelets as kube-apiserver-kubelet-client (group
+// system:masters, as kubeadm's), verifying them against the cluster CA.
+func nodeClient(bundle *pki.Bundle) (*nodeclient.Client, error) {
+	certPEM, keyPEM, err := bundle.SignClientCert(nodeclient.APIServerUser, []string{"system:masters"}, 365*24*time.Hour)
+	if err != nil {
+		return nil, fmt.Errorf("client certificate for nodelets: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("client certificate for nodelets: %w", err)
+	}
+	return nodeclient.New(nodeclient.Config{CAs: bundle.CAPool(), ClientCert: cert}), nil
+}
+
+// nodeMetrics serves metrics.k8s.io from the nodelets' /stats/summary.
+// Its loopback client is only used once the API server serves.
+func (c *ControlPlane) nodeMetrics(bundle *pki.Bundle, nodes *nodeclient.Client) (*nodemetrics.Source, error) {
+	cfg, err := c.clientConfig(bundle, "system:kube-apiserver", -1, 0)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("metrics client: %w", err)
+	}
+	return nodemetrics.New(nodemetrics.Config{
+		ListNodes: func(ctx context.Context) ([]corev1.Node, error) {
+			l, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return l.Items, nil
+		},
+		ListPods: func(ctx context.Context, ns string) ([]corev1.Pod, error) {
+			l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return l.Items, nil
+		},
+		Fetch: func(ctx context.Context, name, path string) ([]byte, error) {
+			node, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return nodes.Get(ctx, node, path)
+		},
+		Log: c.log,
+	}), nil
 }
 
 // advertiseAddress picks the address in-cluster clients use.

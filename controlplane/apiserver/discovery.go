@@ -37,6 +37,9 @@ func (s *Server) groups() []metav1.APIGroup {
 			versions[gv.Group] = append(versions[gv.Group], gv.Version)
 		}
 	}
+	if s.cfg.Metrics != nil {
+		versions[metricsGV.Group] = append(versions[metricsGV.Group], metricsGV.Version)
+	}
 	names := make([]string, 0, len(versions))
 	for g := range versions {
 		names = append(names, g)
@@ -80,6 +83,10 @@ func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request, path 
 	} else {
 		parts := strings.Split(strings.TrimPrefix(path, "/apis/"), "/")
 		gv = schema.GroupVersion{Group: parts[0], Version: parts[1]}
+	}
+	if gv == metricsGV && s.cfg.Metrics != nil {
+		writeJSON(w, http.StatusOK, metricsResourceList())
+		return
 	}
 	resources, ok := s.resources[gv]
 	if !ok {

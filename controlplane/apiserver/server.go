@@ -50,6 +50,9 @@ type Config struct {
 	// Nodes reaches the nodelets for pods/log, exec, attach, portforward
 	// and nodes/proxy (see proxy.go); nil answers those with 503.
 	Nodes NodeConnector
+	// Metrics provides metrics.k8s.io NodeMetrics and PodMetrics (see
+	// metrics.go); nil: the group is not served.
+	Metrics MetricsSource
 }
 
 // Server is the API server.
@@ -212,6 +215,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			reason = err.Error()
 		}
 		writeError(w, apierrors.NewForbidden(schema.GroupResource{Group: attrs.APIGroup, Resource: attrs.Resource}, attrs.Name, errors.New(reason)))
+		return
+	}
+	if isResource && s.isMetricsRequest(info) {
+		s.serveMetrics(w, r, info)
 		return
 	}
 	if isResource {
