@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodelet/nodelet/cgroups"
 	"github.com/nodelet/nodelet/network"
+	"github.com/nodelet/nodelet/nodeapi"
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/status"
 	"github.com/nodelet/nodelet/volumes"
@@ -79,7 +80,16 @@ type Config struct {
 	SystemReserved, KubeReserved corev1.ResourceList
 	ClusterDNS                   []string
 	ClusterDomain                string
-	Log                          *slog.Logger
+
+	// Address and Port are where the nodelet's HTTPS API listens (default
+	// 0.0.0.0:10250; Port < 0 disables it). TLSCertFile and TLSKeyFile are
+	// its serving certificate (self-signed when empty); ClientCAFile
+	// verifies callers (default: the kubeconfig's CA).
+	Address                 string
+	Port                    int
+	TLSCertFile, TLSKeyFile string
+	ClientCAFile            string
+	Log                     *slog.Logger
 }
 
 // Agent is the node agent.
@@ -122,6 +132,9 @@ func setAgentDefaults(cfg *Config) error {
 		// does not know: nodelets sharing a host must not share it.
 		cfg.NetNSDir = filepath.Join(cfg.RootDir, "netns")
 	}
+	if cfg.LogRoot == "" {
+		cfg.LogRoot = runtime.DefaultLogRoot
+	}
 	if cfg.ContainerdNamespace == "" {
 		cfg.ContainerdNamespace = runtime.DefaultNamespace
 	}
@@ -132,6 +145,12 @@ func setAgentDefaults(cfg *Config) error {
 		if exe, err := os.Executable(); err == nil {
 			cfg.PauseBinary = filepath.Join(filepath.Dir(exe), "pause")
 		}
+	}
+	if cfg.Address == "" {
+		cfg.Address = "0.0.0.0"
+	}
+	if cfg.Port == 0 {
+		cfg.Port = nodeapi.DefaultPort
 	}
 	if cfg.ClusterDomain == "" {
 		cfg.ClusterDomain = "cluster.local"

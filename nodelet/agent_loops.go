@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +23,7 @@ import (
 	"github.com/nodelet/nodelet/pleg"
 	"github.com/nodelet/nodelet/podworkers"
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/stats"
 	"github.com/nodelet/nodelet/status"
 )
 
@@ -78,6 +83,23 @@ func (a *Agent) Run(ctx context.Context) error {
 	goRun("nodestatus", w.node.Run)
 	goRun("runtime events", func(ctx context.Context) error { a.forwardEvents(ctx, c.rt, w.hints); return nil })
 	goRun("pleg", w.pleg.Run)
+	if a.cfg.Port > 0 {
+		collector, err := stats.New(stats.Config{NodeName: a.cfg.NodeName, Runtime: c.rt, Log: a.log.With("component", "stats")})
+		if err != nil {
+			return fmt.Errorf("nodelet: %w", err)
+		}
+		goRun("stats", collector.Run)
+		api, err := a.apiServer(w, collector)
+		if err != nil {
+			return err
+		}
+		// Listen here so that a port in use fails the start.
+		ln, err := net.Listen("tcp", net.JoinHostPort(a.cfg.Address, strconv.Itoa(a.cfg.Port)))
+		if err != nil {
+			return fmt.Errorf("nodelet: API: %w", err)
+		}
+		goRun("api", func(ctx context.Context) error { return api.Serve(ctx, ln) })
+	}
 
 	cidr, err := w.node.WaitPodCIDR(ctx)
 	if err != nil {
@@ -120,8 +142,8 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	}
 	w.node, err = nodestatus.New(nodestatus.Config{Client: a.client, NodeName: a.cfg.NodeName, NodeIP: a.cfg.NodeIP,
 		RootDir: a.cfg.RootDir, PodCIDR: a.cfg.PodCIDR, SystemReserved: a.cfg.SystemReserved, KubeReserved: a.cfg.KubeReserved,
-		ContainerRuntimeVersion: runtimeVersion(ctx, c.rt),
-		Readiness:               func() error { return readiness(w.pleg, c.net) }, Log: a.log.With("component", "nodestatus")})
+		ContainerRuntimeVersion: runtimeVersion(ctx, c.rt), DaemonPort: int32(max(a.cfg.Port, 0)),
+		Readiness: func() error { return readiness(w.pleg, c.net) }, Log: a.log.With("component", "nodestatus")})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
 	}
@@ -132,7 +154,8 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		PauseImage: a.cfg.PodInfraImage, NodeName: a.cfg.NodeName, NodeIP: w.node.Host().InternalIP,
 		ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain,
 		PodFilesDir: filepath.Join(a.cfg.RootDir, "pod-files"), LogRoot: a.cfg.LogRoot, OOMScoreAdjFloor: c.floor,
-		MemoryCapacity: w.node.Host().MemoryBytes, Log: a.log.With("component", "syncer")})
+		MemoryCapacity: w.node.Host().MemoryBytes, Log: a.log.With("component", "syncer"),
+		PodContentRemovable: func(uid types.UID) bool { return workers.ShouldPodContentBeRemoved(uid) }})
 	if err != nil {
 		return nil, err
 	}
@@ -354,6 +377,7 @@ func (a *Agent) housekeeping(ctx context.Context, w *wired) {
 		if err := a.reconcileNetwork(ctx, w); err != nil && ctx.Err() == nil {
 			a.log.Warn("reconcile pod networks", "err", err)
 		}
+		a.removeOrphanLogs(w)
 		select {
 		case <-ctx.Done():
 			return
@@ -420,4 +444,27 @@ func orphanPod(uid types.UID, ns, name string) *corev1.Pod {
 	p.UID, p.Namespace, p.Name = uid, ns, name
 	p.Spec.TerminationGracePeriodSeconds = &zero
 	return p
+}
+
+// removeOrphanLogs removes the log directories (<ns>_<name>_<uid>) of pods
+// the API no longer has and the workers are done with: finished pods keep
+// their logs until they are deleted.
+func (a *Agent) removeOrphanLogs(w *wired) {
+	entries, err := os.ReadDir(a.cfg.LogRoot)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		i := strings.LastIndexByte(e.Name(), '_')
+		if !e.IsDir() || i < 0 {
+			continue
+		}
+		uid := types.UID(e.Name()[i+1:])
+		if podByUID(w, uid) != nil || !w.workers.ShouldPodContentBeRemoved(uid) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(a.cfg.LogRoot, e.Name())); err != nil {
+			a.log.Warn("remove logs of a deleted pod", "dir", e.Name(), "err", err)
+		}
+	}
 }

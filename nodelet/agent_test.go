@@ -62,6 +62,7 @@ func startAgent(t *testing.T, base string) *agentEnv {
 		NetNSDir: env.netnsDir, BridgeName: "nlagent0", NetworkName: "nodelet-agent-test",
 		CgroupDriver: "cgroupfs", CgroupRoot: env.cgRoot, PauseBinary: pauseBin, ImageDir: imageDir,
 		NodeIP: "10.77.1.1", PodCIDR: podCIDR, ClusterDNS: []string{"10.96.0.10"}, Log: log,
+		Port: -1, // the API is tested in test/e2e
 	}
 	env.start(t)
 	return env

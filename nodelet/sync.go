@@ -95,6 +95,11 @@ type SyncerConfig struct {
 	// PodFilesDir holds each pod's generated hosts and resolv.conf
 	// (PodFilesDir/<uid>/); empty leaves the image's files.
 	PodFilesDir string
+	// PodContentRemovable reports whether a terminated pod's logs may be
+	// removed: it is gone from the API. A finished pod still in the API
+	// keeps them for kubectl logs; housekeeping removes them once it is
+	// deleted. Nil: always.
+	PodContentRemovable func(uid types.UID) bool
 	// LogRoot is the runtime's log root (runtime.DefaultLogRoot when empty);
 	// SyncTerminatedPod removes the pod's directory under it.
 	LogRoot          string

@@ -56,7 +56,9 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod) error {
 	if s.cfg.PodFilesDir != "" {
 		add("remove files", os.RemoveAll(filepath.Join(s.cfg.PodFilesDir, string(pod.UID))))
 	}
-	add("remove logs", os.RemoveAll(s.podLogDir(pod)))
+	if s.cfg.PodContentRemovable == nil || s.cfg.PodContentRemovable(pod.UID) {
+		add("remove logs", os.RemoveAll(s.podLogDir(pod)))
+	}
 	s.mu.Lock()
 	for _, c := range pod.Spec.InitContainers {
 		delete(s.pulls, string(pod.UID)+"/"+c.Name)

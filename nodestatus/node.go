@@ -55,6 +55,8 @@ type Observed struct {
 	// Memory, disk and PID pressure.
 	Memory, Disk, PID bool
 	Now               metav1.Time
+	// DaemonPort is where the nodelet's HTTPS API listens (0: not served).
+	DaemonPort int32
 }
 
 // InitialNode is the Node the nodelet creates when it registers.
@@ -118,6 +120,7 @@ func SetStatus(node *corev1.Node, o Observed, nodeName string) {
 	s.Capacity = o.Capacity
 	s.Allocatable = o.Allocatable
 	s.Addresses = addresses(o.Host, nodeName)
+	s.DaemonEndpoints.KubeletEndpoint.Port = o.DaemonPort
 	s.NodeInfo = corev1.NodeSystemInfo{
 		MachineID: o.Host.MachineID, SystemUUID: o.Host.SystemUUID, BootID: o.Host.BootID,
 		KernelVersion: o.Host.KernelVersion, OSImage: o.Host.OSImage,

@@ -52,6 +52,9 @@ type Config struct {
 	// and set on the Node when it is created.
 	PodCIDR                 string
 	ContainerRuntimeVersion string // e.g. "containerd://1.6.20"
+	// DaemonPort is the port of the nodelet's HTTPS API, published as
+	// status.daemonEndpoints.kubeletEndpoint.port (0: none).
+	DaemonPort int32
 	// Readiness returns nil when the runtime, network and PLEG are healthy,
 	// else why not. Nil: always ready.
 	Readiness func() error
@@ -190,6 +193,7 @@ func (s *Syncer) observe() Observed {
 		Host: s.host, Capacity: capacity,
 		Allocatable: Allocatable(capacity, s.cfg.SystemReserved, s.cfg.KubeReserved),
 		Now:         metav1.NewTime(s.clock.Now()),
+		DaemonPort:  s.cfg.DaemonPort,
 	}
 	if s.cfg.Readiness != nil {
 		o.NotReady = s.cfg.Readiness()

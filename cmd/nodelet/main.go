@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/network"
+	"github.com/nodelet/nodelet/nodeapi"
 	"github.com/nodelet/nodelet/nodelet"
 	"github.com/nodelet/nodelet/runtime"
 )
@@ -72,6 +73,11 @@ func run(args []string) error {
 	fs.StringVar(&kubeReserved, "kube-reserved", "", "resources kept for the node's daemons, e.g. memory=128Mi")
 	fs.Float64Var(&apiQPS, "kube-api-qps", 50, "requests per second to the API server (as kubelet's default)")
 	fs.IntVar(&apiBurst, "kube-api-burst", 100, "burst of requests to the API server")
+	fs.StringVar(&cfg.Address, "address", "0.0.0.0", "IP address the nodelet's HTTPS API listens on")
+	fs.IntVar(&cfg.Port, "port", nodeapi.DefaultPort, "port of the nodelet's HTTPS API (logs, exec, port-forward, stats); -1 disables it")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serving certificate of the HTTPS API, signed by the cluster CA (see controlplane serving-cert); default: self-signed")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-private-key-file", "", "private key of --tls-cert-file")
+	fs.StringVar(&cfg.ClientCAFile, "client-ca-file", "", "CA bundle that callers' client certificates must chain to (default: the kubeconfig's CA)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -1,0 +1,197 @@
+// Package nodeapi is the nodelet's own HTTPS API, with upstream kubelet's
+// paths and parameters: /healthz, /pods, /containerLogs, /exec, /attach,
+// /portForward, /run, /stats/summary and /metrics/resource. The API
+// server proxies kubectl logs, exec, attach, cp and port-forward to it,
+// and reads the node's resource usage from it for kubectl top.
+//
+// Every request but /healthz must present a client certificate signed by
+// the cluster CA (401 otherwise); until RBAC exists only the control
+// plane's identity and members of system:masters are allowed (403 for
+// everyone else).
+package nodeapi
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodelet/nodelet/runtime"
+)
+
+// DefaultPort is the kubelet's port, which the nodelet keeps.
+const DefaultPort = 10250
+
+// Stream timeouts, as upstream's defaults (--streaming-connection-idle-timeout).
+const (
+	DefaultStreamIdleTimeout     = 4 * time.Hour
+	DefaultStreamCreationTimeout = 30 * time.Second
+)
+
+// Runtime is what the API needs of the container runtime.
+type Runtime interface {
+	PodStatus(ctx context.Context, uid types.UID) (*runtime.PodStatus, error)
+	Exec(ctx context.Context, id string, cmd []string, stdin io.Reader, stdout, stderr io.WriteCloser, tty bool, resize <-chan runtime.TerminalSize) error
+	PortForward(ctx context.Context, podUID types.UID, port int32, stream io.ReadWriteCloser) error
+}
+
+// Stats is the node's resource usage (see package stats).
+type Stats interface {
+	Summary() *statsv1alpha1.Summary
+	ResourceMetricsHandler() http.Handler
+}
+
+// Config configures New.
+type Config struct {
+	// Address to listen on, e.g. "0.0.0.0:10250".
+	Address string
+	// Certificate is the serving certificate (for the node's names and
+	// addresses, signed by the cluster CA).
+	Certificate tls.Certificate
+	// ClientCAs verify callers' client certificates.
+	ClientCAs *x509.CertPool
+	// AllowedUsers and AllowedGroups may call the API (default: the
+	// control plane's kube-apiserver-kubelet-client and system:masters).
+	AllowedUsers, AllowedGroups []string
+	// Pods returns the pods bound to this node (the informer's copies).
+	Pods    func() []*corev1.Pod
+	Runtime Runtime
+	Stats   Stats
+	// LogRoot is where the CRI logs are (runtime.ContainerLogPath).
+	LogRoot                                  string
+	StreamIdleTimeout, StreamCreationTimeout time.Duration
+	Log                                      *slog.Logger
+}
+
+// APIServerUser is the identity the control plane presents to nodelets
+// (controlplane/nodeclient.APIServerUser; node packages do not import the
+// control plane).
+const APIServerUser = "kube-apiserver-kubelet-client"
+
+// Server is the nodelet's HTTPS API.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// New checks cfg and builds the routes.
+func New(cfg Config) (*Server, error) {
+	if cfg.ClientCAs == nil || cfg.Pods == nil || cfg.Runtime == nil {
+		return nil, errors.New("nodeapi: ClientCAs, Pods and Runtime are required")
+	}
+	if len(cfg.AllowedUsers) == 0 && len(cfg.AllowedGroups) == 0 {
+		cfg.AllowedUsers, cfg.AllowedGroups = []string{APIServerUser}, []string{"system:masters"}
+	}
+	if cfg.StreamIdleTimeout <= 0 {
+		cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	if cfg.StreamCreationTimeout <= 0 {
+		cfg.StreamCreationTimeout = DefaultStreamCreationTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: cfg.Log.With("component", "nodeapi"), mux: http.NewServeMux()}
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+	s.handle("GET /pods", s.servePods)
+	s.handle("GET /containerLogs/{namespace}/{pod}/{container}", s.serveLogs)
+	for _, m := range []string{"GET", "POST"} {
+		s.handle(m+" /exec/{namespace}/{pod}/{container}", s.serveExec)
+		s.handle(m+" /attach/{namespace}/{pod}/{container}", s.serveAttach)
+		s.handle(m+" /portForward/{namespace}/{pod}", s.servePortForward)
+	}
+	s.handle("POST /run/{namespace}/{pod}/{container}", s.serveRun)
+	s.handle("GET /stats/summary", s.serveSummary)
+	s.handle("GET /metrics/resource", s.serveResourceMetrics)
+}
+
+// handle registers h behind authentication and authorization.
+func (s *Server) handle(pattern string, h http.HandlerFunc) {
+	s.mux.Handle(pattern, s.authorize(h))
+}
+
+// Handler is the API with its authentication, for tests and Run.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// TLSConfig asks for client certificates and verifies them against
+// ClientCAs; a request without one is answered 401 by the handlers (so
+// /healthz stays open, as upstream's).
+func (s *Server) TLSConfig() *tls.Config {
+	cert := s.cfg.Certificate
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		ClientCAs:    s.cfg.ClientCAs,
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   []string{"http/1.1"}, // SPDY and WebSocket upgrades need HTTP/1.1
+	}
+}
+
+// Run serves HTTPS on cfg.Address until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Address)
+	if err != nil {
+		return fmt.Errorf("nodeapi: listen on %s: %w", s.cfg.Address, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves HTTPS on ln until ctx ends; streams still open then are cut.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.mux,
+		TLSConfig:         s.TLSConfig(),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(tls.NewListener(ln, srv.TLSConfig)) }()
+	s.log.Info("serving", "address", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("nodeapi: serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		srv.Close()
+	}
+	return nil
+}
+
+// authorize lets through verified callers that are allowed.
+func (s *Server) authorize(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+			writeStatus(w, apierrors.NewUnauthorized("Unauthorized"))
+			return
+		}
+		subject := r.TLS.VerifiedChains[0][0].Subject
+		user, groups := subject.CommonName, subject.Organization
+		if !slices.Contains(s.cfg.AllowedUsers, user) && !slices.ContainsFunc(groups, func(g string) bool { return slices.Contains(s.cfg.AllowedGroups, g) }) {
+			writeStatus(w, apierrors.NewForbidden(nodeResource(r), "", fmt.Errorf("user %q (groups %q) may not use the nodelet's API", user, groups)))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,191 @@
+package nodeapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	crilogs "k8s.io/cri-client/pkg/logs"
+	"k8s.io/cri-streaming/pkg/streaming/portforward"
+	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
+	utilexec "k8s.io/utils/exec"
+
+	"github.com/nodelet/nodelet/runtime"
+)
+
+// serveExec runs a command in a running container over SPDY or WebSocket
+// (cri-streaming's server side of kubectl exec). The checks happen before
+// the upgrade, so a missing pod or a stopped container is a plain Status.
+func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) {
+	opts, err := remotecommand.NewOptions(r)
+	if err != nil {
+		writeStatus(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	cmd := r.URL.Query()["command"]
+	if len(cmd) == 0 {
+		writeStatus(w, apierrors.NewBadRequest("you must specify at least 1 command"))
+		return
+	}
+	t, err := s.lookup(r.Context(), r, true)
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	c, err := t.running()
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	ex := executor{rt: s.cfg.Runtime, id: c.ID}
+	remotecommand.ServeExec(w, r, ex, t.pod.Name, string(t.pod.UID), t.container, cmd, opts,
+		s.cfg.StreamIdleTimeout, s.cfg.StreamCreationTimeout, remotecommand.SupportedStreamingProtocols)
+}
+
+// executor runs commands in one container for the stream server.
+type executor struct {
+	rt Runtime
+	id string
+}
+
+func (e executor) ExecInContainer(ctx context.Context, _, _, _ string, cmd []string, in io.Reader, out, errOut io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
+	var sizes chan runtime.TerminalSize
+	if resize != nil {
+		sizes = make(chan runtime.TerminalSize)
+		go func() {
+			defer close(sizes)
+			for sz := range resize {
+				select {
+				case sizes <- runtime.TerminalSize{Width: sz.Width, Height: sz.Height}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	err := e.rt.Exec(ctx, e.id, cmd, in, out, errOut, tty, sizes)
+	var exit *runtime.ExitError
+	if errors.As(err, &exit) {
+		// The stream server reports this as the command's exit code.
+		return utilexec.CodeExitError{Err: err, Code: exit.Code}
+	}
+	return err
+}
+
+// serveAttach attaches to a running container's output: what it writes
+// from now on, read from its log as it is written (the log driver owns
+// the container's pipes, so the log is the one place its output goes).
+// Its stdin is not attachable yet.
+func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
+	opts, err := remotecommand.NewOptions(r)
+	if err != nil {
+		writeStatus(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	t, err := s.lookup(r.Context(), r, true)
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	c, err := t.running()
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	if opts.Stdin {
+		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("attaching to the stdin of container %q is not supported by this node", t.container)))
+		return
+	}
+	a := attacher{rt: s.cfg.Runtime, uid: t.pod.UID, id: c.ID, logPath: c.LogPath}
+	remotecommand.ServeAttach(w, r, a, t.pod.Name, string(t.pod.UID), t.container, opts,
+		s.cfg.StreamIdleTimeout, s.cfg.StreamCreationTimeout, remotecommand.SupportedStreamingProtocols)
+}
+
+type attacher struct {
+	rt      Runtime
+	uid     types.UID
+	id      string
+	logPath string
+}
+
+func (a attacher) AttachContainer(ctx context.Context, _, _, _ string, _ io.Reader, out, errOut io.WriteCloser, _ bool, _ <-chan remotecommand.TerminalSize) error {
+	none := int64(0)
+	if out == nil {
+		out = nopCloser{io.Discard}
+	}
+	if errOut == nil {
+		errOut = out
+	}
+	opts := &crilogs.LogOptions{TailLines: &none, Follow: true}
+	return crilogs.ReadLogs(ctx, a.logPath, a.id, opts, containerRunning{rt: a.rt, uid: a.uid}, out, errOut)
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+// servePortForward forwards streams to ports inside the pod's network
+// namespace (SPDY, or WebSocket with the ports in the query).
+func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request) {
+	opts, err := portforward.NewV4Options(r)
+	if err != nil {
+		writeStatus(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	t, err := s.lookup(r.Context(), r, false)
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	if sb := t.status.LatestSandbox(); sb == nil || sb.State != runtime.StateRunning {
+		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("pod %q has no running sandbox", t.pod.Name)))
+		return
+	}
+	pf := forwarder{rt: s.cfg.Runtime, uid: t.pod.UID}
+	portforward.ServePortForward(w, r, pf, t.pod.Name, string(t.pod.UID), opts,
+		s.cfg.StreamIdleTimeout, s.cfg.StreamCreationTimeout, portforward.SupportedProtocols)
+}
+
+type forwarder struct {
+	rt  Runtime
+	uid types.UID
+}
+
+func (f forwarder) PortForward(ctx context.Context, _, _ string, port int32, stream io.ReadWriteCloser) error {
+	return f.rt.PortForward(ctx, f.uid, port, stream)
+}
+
+// serveRun runs cmd (space-separated, as upstream's /run) in a running
+// container and answers its combined output.
+func (s *Server) serveRun(w http.ResponseWriter, r *http.Request) {
+	cmd := strings.Fields(r.URL.Query().Get("cmd"))
+	if len(cmd) == 0 {
+		writeStatus(w, apierrors.NewBadRequest("missing cmd"))
+		return
+	}
+	t, err := s.lookup(r.Context(), r, true)
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	c, err := t.running()
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	var buf lockedBuffer
+	err = s.cfg.Runtime.Exec(r.Context(), c.ID, cmd, nil, nopCloser{&buf}, nopCloser{&buf}, false, nil)
+	var exit *runtime.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		writeStatus(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	w.Write(buf.Bytes())
+}

@@ -1,0 +1,111 @@
+package nodelet
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/nodeapi"
+)
+
+// apiServer builds the nodelet's HTTPS API over the running agent.
+func (a *Agent) apiServer(w *wired, stats nodeapi.Stats) (*nodeapi.Server, error) {
+	cert, err := a.servingCert(w.node.Host().InternalIP)
+	if err != nil {
+		return nil, err
+	}
+	cas, err := a.clientCAs()
+	if err != nil {
+		return nil, err
+	}
+	return nodeapi.New(nodeapi.Config{
+		Address:     net.JoinHostPort(a.cfg.Address, strconv.Itoa(a.cfg.Port)),
+		Certificate: cert, ClientCAs: cas,
+		Pods:    func() []*corev1.Pod { return informerPods(w) },
+		Runtime: w.rt, Stats: stats, LogRoot: a.cfg.LogRoot,
+		Log: a.log,
+	})
+}
+
+func informerPods(w *wired) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, obj := range w.pods.GetStore().List() {
+		if p, ok := obj.(*corev1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// clientCAs are the CAs callers' certificates must chain to:
+// --client-ca-file, else the CA the kubeconfig trusts for the API server
+// (the cluster CA).
+func (a *Agent) clientCAs() (*x509.CertPool, error) {
+	var data []byte
+	var err error
+	switch {
+	case a.cfg.ClientCAFile != "":
+		data, err = os.ReadFile(a.cfg.ClientCAFile)
+	case a.cfg.RestConfig != nil && len(a.cfg.RestConfig.CAData) > 0:
+		data = a.cfg.RestConfig.CAData
+	case a.cfg.RestConfig != nil && a.cfg.RestConfig.CAFile != "":
+		data, err = os.ReadFile(a.cfg.RestConfig.CAFile)
+	default:
+		return nil, errors.New("nodelet: no client CA: set --client-ca-file")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("nodelet: read client CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, errors.New("nodelet: client CA holds no PEM certificate")
+	}
+	return pool, nil
+}
+
+// servingCert loads --tls-cert-file and --tls-private-key-file. Without
+// them, as upstream's kubelet, the nodelet serves a self-signed
+// certificate: its API works for direct callers that accept it, but the
+// API server, which verifies nodes against the cluster CA, will refuse it
+// (issue one with `controlplane serving-cert`).
+func (a *Agent) servingCert(nodeIP string) (tls.Certificate, error) {
+	if a.cfg.TLSCertFile != "" || a.cfg.TLSKeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(a.cfg.TLSCertFile, a.cfg.TLSKeyFile)
+		if err != nil {
+			return tls.Certificate{}, fmt.Errorf("nodelet: serving certificate: %w", err)
+		}
+		return cert, nil
+	}
+	a.log.Warn("no --tls-cert-file: serving a self-signed certificate the API server will not accept; kubectl logs/exec/port-forward will fail")
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: a.cfg.NodeName + "@" + strconv.FormatInt(time.Now().Unix(), 10)},
+		NotBefore:    time.Now().Add(-time.Minute), NotAfter: time.Now().Add(365 * 24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    []string{a.cfg.NodeName},
+	}
+	if ip := net.ParseIP(nodeIP); ip != nil {
+		tmpl.IPAddresses = []net.IP{ip}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("nodelet: self-signed certificate: %w", err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
