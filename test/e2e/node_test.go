@@ -4,7 +4,9 @@ package e2e
 // (a veth pair inside it gives the node an address that leads nowhere), a
 // private containerd, and the nodelet binary running inside the namespace.
 // The API server stays on the host's loopback; a forwarder listening on
-// the namespace's loopback carries the nodelet's connections to it, so
+// the namespace's loopback carries the nodelet's connections to it. The
+// other way, the API server reaches the nodelet's HTTPS API at the node's
+// address through a veth pair whose host end has the subnet's .254, so
 // traffic only ever goes to 127.0.0.1 or into the namespace.
 
 import (
@@ -42,7 +44,8 @@ type realNode struct {
 	t          testing.TB
 	name       string
 	netns      string // name under /run/netns
-	ip         string
+	ip         string // the node's address, on the subnet it shares with hostIP
+	hostIP     string // the host end of the node's veth
 	dir        string // root, logs, CNI config, netns dir, images
 	cgroupRoot string // relative to each hierarchy, e.g. /nodelet-e2e-ab12
 	ctdAddr    string
@@ -67,16 +70,22 @@ func randomSuffix() string {
 func startRealNode(t testing.TB, cp *controlPlane, name string) *realNode {
 	t.Helper()
 	suffix := randomSuffix()
-	n := &realNode{t: t, name: name, netns: "nle2e-" + suffix, ip: "10.99.0.1", dir: t.TempDir(),
-		cgroupRoot: "/nodelet-e2e-" + suffix, logs: &lockedBuffer{}}
+	subnet := nodeSubnet(t)
+	n := &realNode{t: t, name: name, netns: "nle2e-" + suffix, ip: subnet + ".1", hostIP: subnet + ".254",
+		dir: t.TempDir(), cgroupRoot: "/nodelet-e2e-" + suffix, logs: &lockedBuffer{}}
 	// Cleanups run last-registered first: the nodelet stops, the netns
 	// goes, containerd kills what is left, then the pods' netns mounts of
 	// a failed test and the cgroup tree go.
 	t.Cleanup(func() { removeCgroupTree(t, n.cgroupRoot) })
 	t.Cleanup(func() { unmountNetnsFiles(t, filepath.Join(n.dir, "root", "netns")) })
 	n.ctdAddr = runtimetest.StartContainerd(t)
-	n.makeNetns(t)
+	n.makeNetns(t, "nlh"+suffix)
 	forwardIntoNetns(t, "/run/netns/"+n.netns, fmt.Sprintf("127.0.0.1:%d", cp.port))
+	certFile, keyFile := filepath.Join(n.dir, "serving.crt"), filepath.Join(n.dir, "serving.key")
+	if out, err := exec.Command(filepath.Join(binDir, "controlplane"), "serving-cert", "--data-dir", cp.dataDir,
+		"--node-name", name, "--host", n.ip, "--cert-file", certFile, "--key-file", keyFile).CombinedOutput(); err != nil {
+		t.Fatalf("controlplane serving-cert: %v: %s", err, out)
+	}
 
 	imageDir := filepath.Join(n.dir, "images")
 	if _, _, err := images.Nginx(imageDir); err != nil {
@@ -92,13 +101,34 @@ func startRealNode(t testing.TB, cp *controlPlane, name string) *realNode {
 		"--cni-conf-dir", filepath.Join(n.dir, "net.d"), "--cni-bin-dir", "/usr/lib/cni",
 		"--cgroup-driver", "cgroupfs", "--cgroup-root", n.cgroupRoot,
 		"--pause-binary", filepath.Join(binDir, "pause"), "--image-dir", imageDir,
-		"--system-reserved", "cpu=100m,memory=100Mi"}
+		"--system-reserved", "cpu=100m,memory=100Mi",
+		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile}
 	n.start()
 	t.Cleanup(n.stop)
 	return n
 }
 
-func (n *realNode) makeNetns(t testing.TB) {
+// nodeSubnet picks a 10.99.X.0/24 that no host route covers yet (tests
+// may run while another test's node exists).
+func nodeSubnet(t testing.TB) string {
+	t.Helper()
+	for range 50 {
+		b := make([]byte, 1)
+		rand.Read(b)
+		subnet := fmt.Sprintf("10.99.%d", 1+int(b[0])%250)
+		out, err := exec.Command("ip", "route", "show", subnet+".0/24").Output()
+		if err == nil && strings.TrimSpace(string(out)) == "" {
+			return subnet
+		}
+	}
+	t.Fatal("no free 10.99.X.0/24 for a test node")
+	return ""
+}
+
+// makeNetns creates the node's namespace with a veth pair: the node's end
+// (nv0, the node's address) inside, the other (hostLink, .254) on the
+// host, so the API server can dial the nodelet.
+func (n *realNode) makeNetns(t testing.TB, hostLink string) {
 	t.Helper()
 	ns := n.netns
 	run := func(args ...string) {
@@ -113,10 +143,15 @@ func (n *realNode) makeNetns(t testing.TB) {
 		}
 	})
 	run("-n", ns, "link", "set", "lo", "up")
-	run("-n", ns, "link", "add", "nv0", "type", "veth", "peer", "name", "nv1")
+	run("link", "add", hostLink, "type", "veth", "peer", "name", "nv0", "netns", ns)
+	t.Cleanup(func() {
+		// Gone with the namespace already, unless the namespace is held.
+		exec.Command("ip", "link", "del", hostLink).Run()
+	})
+	run("addr", "add", n.hostIP+"/24", "dev", hostLink)
+	run("link", "set", hostLink, "up")
 	run("-n", ns, "addr", "add", n.ip+"/24", "dev", "nv0")
 	run("-n", ns, "link", "set", "nv0", "up")
-	run("-n", ns, "link", "set", "nv1", "up")
 }
 
 // start runs the nodelet inside the namespace.

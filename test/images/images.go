@@ -33,7 +33,10 @@ const (
 const imagePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // BusyboxApplets are linked to busybox in /bin.
-var busyboxApplets = []string{"sh", "sleep", "cat", "echo", "ls", "wget", "nc", "httpd", "env", "id", "ps", "kill", "true", "false", "test", "mkdir", "rm", "touch", "hostname", "ip", "ifconfig", "grep", "tail", "head", "date", "printf"}
+var busyboxApplets = []string{"sh", "sleep", "cat", "echo", "ls", "wget", "nc", "httpd", "env", "id", "ps", "kill", "true", "false", "test", "mkdir", "rm", "touch", "hostname", "ip", "ifconfig", "grep", "tail", "head", "date", "printf",
+	"tar", "gzip", "gunzip", "zcat", "md5sum", "sha256sum", "tty", "stty", "wc", "sed", "awk", "find", "cp", "mv", "ln",
+	"chmod", "dd", "seq", "sort", "uniq", "tr", "cut", "xargs", "uname", "which", "df", "du", "stat", "base64", "expr",
+	"basename", "dirname", "readlink", "yes", "od", "vi", "nslookup", "ping", "sync", "mount", "top", "free", "uptime"}
 
 func hostPlatform() ocispec.Platform {
 	return ocispec.Platform{OS: "linux", Architecture: goruntime.GOARCH}
