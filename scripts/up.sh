@@ -97,7 +97,17 @@ pids+=($!)
 wait_for "the control plane" 150 kubectl get --raw /readyz
 wait_for "containerd" 100 ctr --address "$RUN_DIR/containerd.sock" version
 
+# The node's address: the default-route interface's (what the nodelet would
+# pick itself), else loopback. The API server reaches the nodelet's HTTPS
+# API there, with a serving certificate the control plane's CA signs.
+dev=$(ip -4 route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i+1); exit}}')
+NODE_IP=$([ -n "$dev" ] && ip -4 -o addr show dev "$dev" scope global | awk '{split($4, a, "/"); print a[1]; exit}')
+NODE_IP=${NODE_IP:-127.0.0.1}
+bin/controlplane serving-cert --data-dir "$DATA_DIR" --node-name "$NODE_NAME" --host "$NODE_IP" \
+	--cert-file "$DATA_DIR/nodelet-serving.crt" --key-file "$DATA_DIR/nodelet-serving.key"
+
 setsid bin/nodelet --kubeconfig "$KUBECONFIG" --node-name "$NODE_NAME" --root-dir "$DATA_DIR/nodelet" \
+	--node-ip "$NODE_IP" --tls-cert-file "$DATA_DIR/nodelet-serving.crt" --tls-private-key-file "$DATA_DIR/nodelet-serving.key" \
 	--pod-log-dir "$DATA_DIR/pods" --containerd-address "$RUN_DIR/containerd.sock" \
 	--cni-conf-dir "$DATA_DIR/cni" --bridge-name "$BRIDGE" --netns-dir "$RUN_DIR/netns" \
 	--cgroup-root "$CGROUP_ROOT" --image-dir "$DATA_DIR/images" >"$DATA_DIR/nodelet.log" 2>&1 &
@@ -137,6 +147,10 @@ https://127.0.0.1:$PORT (state in $DATA_DIR) and node $NODE_NAME
 
     export KUBECONFIG=$KUBECONFIG
     kubectl get nodes,deployments,pods -o wide
+    kubectl logs deployment/nginx-deployment
+    kubectl exec -it deployment/nginx-deployment -- sh
+    kubectl port-forward deployment/nginx-deployment 8080:80
+    kubectl top nodes; kubectl top pods
 
 Ctrl-C drains the node and stops everything; the cluster's state stays.
 MSG

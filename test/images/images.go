@@ -110,7 +110,8 @@ const nginxIndex = `<!DOCTYPE html>
 // Nginx writes the nginx image into dir under NginxRef and Nginx123Ref
 // (one archive, two names) and returns the archive's path. It holds the
 // host's nginx binary, the shared libraries it links, a minimal
-// nginx.conf listening on 80 and the default index page.
+// nginx.conf listening on 80 and the default index page, and busybox's
+// shell and tools when the host has busybox-static.
 func Nginx(dir string) (string, []string, error) {
 	bin, err := hostFile(NginxBinary, "/usr/sbin/nginx")
 	if err != nil {
@@ -133,6 +134,14 @@ func Nginx(dir string) (string, []string, error) {
 			return "", nil, fmt.Errorf("nginx image: %w", err)
 		}
 		files = append(files, e)
+	}
+	// A shell and the usual tools, as the real image has (kubectl exec -it
+	// ... -- sh, kubectl cp).
+	if bb, err := hostFile(BusyboxBinary, "/bin/busybox"); err == nil {
+		files = append(files, bb)
+		for _, a := range busyboxApplets {
+			files = append(files, symlinkEntry("/bin/"+a, "busybox"))
+		}
 	}
 	refs := []string{NginxRef, Nginx123Ref}
 	img := image{
