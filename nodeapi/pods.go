@@ -114,6 +114,18 @@ func (t *podTarget) running() (*runtime.ContainerStatus, error) {
 	return c, nil
 }
 
+// spec is the container's spec (nil if the pod has none of that name).
+func (t *podTarget) spec() *corev1.Container {
+	for _, list := range [][]corev1.Container{t.pod.Spec.Containers, t.pod.Spec.InitContainers} {
+		for i := range list {
+			if list[i].Name == t.container {
+				return &list[i]
+			}
+		}
+	}
+	return nil
+}
+
 // apiStatus is the container's status as the API has it (nil if none).
 func (t *podTarget) apiStatus() *corev1.ContainerStatus {
 	for _, list := range [][]corev1.ContainerStatus{t.pod.Status.ContainerStatuses, t.pod.Status.InitContainerStatuses} {

@@ -55,21 +55,7 @@ type executor struct {
 }
 
 func (e executor) ExecInContainer(ctx context.Context, _, _, _ string, cmd []string, in io.Reader, out, errOut io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
-	var sizes chan runtime.TerminalSize
-	if resize != nil {
-		sizes = make(chan runtime.TerminalSize)
-		go func() {
-			defer close(sizes)
-			for sz := range resize {
-				select {
-				case sizes <- runtime.TerminalSize{Width: sz.Width, Height: sz.Height}:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-	}
-	err := e.rt.Exec(ctx, e.id, cmd, in, out, errOut, tty, sizes)
+	err := e.rt.Exec(ctx, e.id, cmd, in, out, errOut, tty, terminalSizes(ctx, resize))
 	var exit *runtime.ExitError
 	if errors.As(err, &exit) {
 		// The stream server reports this as the command's exit code.
@@ -78,10 +64,29 @@ func (e executor) ExecInContainer(ctx context.Context, _, _, _ string, cmd []str
 	return err
 }
 
-// serveAttach attaches to a running container's output: what it writes
-// from now on, read from its log as it is written (the log driver owns
-// the container's pipes, so the log is the one place its output goes).
-// Its stdin is not attachable yet.
+// terminalSizes converts the stream server's sizes for the runtime.
+func terminalSizes(ctx context.Context, resize <-chan remotecommand.TerminalSize) <-chan runtime.TerminalSize {
+	if resize == nil {
+		return nil
+	}
+	sizes := make(chan runtime.TerminalSize)
+	go func() {
+		defer close(sizes)
+		for sz := range resize {
+			select {
+			case sizes <- runtime.TerminalSize{Width: sz.Width, Height: sz.Height}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return sizes
+}
+
+// serveAttach attaches to a running container: to the live streams of an
+// interactive one (stdin or tty: kubectl attach -i, kubectl run -it), else
+// to its output from now on, read from its log as it is written (the log
+// driver owns such a container's pipes).
 func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
 	opts, err := remotecommand.NewOptions(r)
 	if err != nil {
@@ -98,8 +103,9 @@ func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, err)
 		return
 	}
-	if opts.Stdin {
-		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("attaching to the stdin of container %q is not supported by this node", t.container)))
+	spec := t.spec()
+	if opts.Stdin && (spec == nil || !spec.Stdin) {
+		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q does not have stdin open (spec.containers[].stdin)", t.container, t.pod.Name)))
 		return
 	}
 	a := attacher{rt: s.cfg.Runtime, uid: t.pod.UID, id: c.ID, logPath: c.LogPath}
@@ -114,7 +120,18 @@ type attacher struct {
 	logPath string
 }
 
-func (a attacher) AttachContainer(ctx context.Context, _, _, _ string, _ io.Reader, out, errOut io.WriteCloser, _ bool, _ <-chan remotecommand.TerminalSize) error {
+func (a attacher) AttachContainer(ctx context.Context, _, _, _ string, in io.Reader, out, errOut io.WriteCloser, _ bool, resize <-chan remotecommand.TerminalSize) error {
+	var stdout, stderr io.Writer
+	if out != nil {
+		stdout = out
+	}
+	if errOut != nil {
+		stderr = errOut
+	}
+	err := a.rt.Attach(ctx, a.id, in, stdout, stderr, terminalSizes(ctx, resize))
+	if !errors.Is(err, runtime.ErrNotAttachable) {
+		return err
+	}
 	none := int64(0)
 	if out == nil {
 		out = nopCloser{io.Discard}

@@ -190,6 +190,9 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 			c.rt.Close()
 		}
 	}()
+	if err := c.rt.ReattachInteractive(ctx); err != nil {
+		a.log.Warn("reattach interactive containers", "err", err)
+	}
 	if err := a.importImages(ctx, c.rt); err != nil {
 		return nil, err
 	}

@@ -87,8 +87,9 @@ type Containerd struct {
 	client *containerd.Client
 	log    *slog.Logger
 
-	mu      sync.Mutex
-	closers map[string]io.Closer // log files of containers copied in-process
+	mu       sync.Mutex
+	closers  map[string]io.Closer // log files of containers copied in-process
+	attached map[string]*attachIO // running interactive containers
 }
 
 // New connects to containerd.
@@ -109,7 +110,7 @@ func New(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Containerd{cfg: cfg, client: client, log: cfg.Logger, closers: map[string]io.Closer{}}, nil
+	return &Containerd{cfg: cfg, client: client, log: cfg.Logger, closers: map[string]io.Closer{}, attached: map[string]*attachIO{}}, nil
 }
 
 // Client is the underlying containerd client (for image import at start).
@@ -122,8 +123,14 @@ func (c *Containerd) Namespace(ctx context.Context) context.Context { return c.n
 func (c *Containerd) Close() error {
 	c.mu.Lock()
 	for id, cl := range c.closers {
-		cl.Close()
+		if a, ok := c.attached[id]; ok {
+			// Keep the FIFOs for the next start to reattach.
+			a.detach()
+		} else {
+			cl.Close()
+		}
 		delete(c.closers, id)
+		delete(c.attached, id)
 	}
 	c.mu.Unlock()
 	return c.client.Close()
@@ -288,7 +295,7 @@ const shimGroupAnnotation = "io.containerd.runc.v2.group"
 // of its image, and its task (created, not started), whose output goes to
 // the CRI log file. On failure everything created is removed.
 
-func (c *Containerd) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *corev1.Container, cfg ContainerConfig) (_ string, retErr error) {
+func (c *Containerd) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *corev1.Container, cfg ContainerConfig) (string, error) {
 	ctx = c.nsCtx(ctx)
 	id := newID()
 	wrap := func(op string, err error) error {
@@ -318,6 +325,9 @@ func (c *Containerd) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *
 	labels[LabelImage] = cfg.ImageName
 	labels[LabelImageRef] = cfg.Image.RepoDigest
 	labels[LabelLogPath] = logPath
+	if flags := interactiveFlags(ctr); flags != "" {
+		labels[LabelInteractive] = flags
+	}
 	terminationLabels(labels, ctr, cfg.SpecConfig.TerminationLogPath)
 	if cfg.Init {
 		labels[LabelInit] = "true"
@@ -326,21 +336,39 @@ func (c *Containerd) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *
 	if err != nil {
 		return "", wrap("create container", err)
 	}
-	defer func() {
-		if retErr != nil {
-			c.rollBack(ctx, "container", id)
-		}
-	}()
-	creator, pl, err := c.logCreator(id, logPath)
+	if err := c.newTask(ctx, cont, ctr, logPath); err != nil {
+		c.rollBack(ctx, "container", id)
+		return "", wrap("create task", err)
+	}
+	return id, nil
+}
+
+// newTask creates a container's task (not started) with its IO: the log
+// driver, the in-process log copy, or an interactive container's FIFOs.
+func (c *Containerd) newTask(ctx context.Context, cont containerd.Container, ctr *corev1.Container, logPath string) error {
+	id := cont.ID()
+	creator, a, err := c.interactiveCreator(ctr, logPath)
 	if err != nil {
-		return "", wrap("log", err)
+		return fmt.Errorf("interactive IO: %w", err)
+	}
+	var pl *pipeLog
+	if a == nil {
+		if creator, pl, err = c.logCreator(id, logPath); err != nil {
+			return fmt.Errorf("log: %w", err)
+		}
 	}
 	task, err := cont.NewTask(ctx, creator)
 	if err != nil {
 		if pl != nil {
 			pl.Close()
 		}
-		return "", wrap("create task", err)
+		if a != nil {
+			a.Close()
+		}
+		return err
+	}
+	if a != nil {
+		c.registerInteractive(id, a, task.IO())
 	}
 	if pl != nil {
 		pl.io = task.IO()
@@ -348,7 +376,7 @@ func (c *Containerd) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *
 		c.closers[id] = pl
 		c.mu.Unlock()
 	}
-	return id, nil
+	return nil
 }
 
 // containerSpec returns cfg.Spec or builds it, joining the sandbox's
@@ -433,6 +461,7 @@ func (c *Containerd) closeLog(id string) {
 	c.mu.Lock()
 	cl := c.closers[id]
 	delete(c.closers, id)
+	delete(c.attached, id)
 	c.mu.Unlock()
 	if cl != nil {
 		cl.Close()

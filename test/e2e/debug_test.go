@@ -42,6 +42,8 @@ func TestDebugCommandsOnRealNode(t *testing.T) {
 	t.Run("exec", func(t *testing.T) { testExec(t, cp) })
 	t.Run("cp", func(t *testing.T) { testCopy(t, cp) })
 	t.Run("attach", func(t *testing.T) { testAttach(t, cp) })
+	t.Run("attach -i", func(t *testing.T) { testAttachStdin(t, cp) })
+	t.Run("run -it --rm", func(t *testing.T) { testRunInteractive(t, cp) })
 	t.Run("port-forward", func(t *testing.T) { testPortForward(t, cp) })
 	t.Run("top", func(t *testing.T) { testTop(t, cp, node) })
 	t.Run("errors", func(t *testing.T) { testDebugErrors(t, cp) })
@@ -402,6 +404,14 @@ func testNodeDown(t *testing.T, cp *controlPlane, node *realNode) {
 		out, _, err := cp.kubectl("logs", "box", "-c", "main", "--tail=1")
 		return err == nil && strings.HasPrefix(out, "tick ")
 	})
+	// The nodelet held the interactive container's stdin: cat saw its end
+	// and, restarted, is attachable again (the restarted nodelet took the
+	// pipes back).
+	var err error
+	waitUntil(t, 60*time.Second, "attach -i after the nodelet's restart", func() bool {
+		_, err = attachEcho(cp, 10*time.Second)
+		return err == nil
+	})
 }
 
 // testTop waits for two samples of the node's stats, then expects kubectl
@@ -428,4 +438,70 @@ func testTop(t *testing.T, cp *controlPlane, node *realNode) {
 	if !strings.Contains(all, "nginx-deployment-") {
 		t.Errorf("kubectl top pods -A lists no nginx pod:\n%s", all)
 	}
+}
+
+// testAttachStdin attaches to a container with stdin open: what is typed
+// reaches cat, whose echo comes back and is in the log.
+func testAttachStdin(t *testing.T, cp *controlPlane) {
+	cp.must("wait", "--for=condition=Ready", "pod/catter", "--timeout=60s")
+	marker, err := attachEcho(cp, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := cp.must("logs", "catter"); !strings.Contains(out, marker) {
+		t.Errorf("the echoed input is not in the log:\n%s", out)
+	}
+}
+
+// attachEcho types into kubectl attach -i catter until cat echoes it.
+func attachEcho(cp *controlPlane, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "attach", "-i", "catter")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var errOut lockedBuffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	defer func() { cancel(); cmd.Wait() }()
+	marker := "typed-" + randomSuffix()
+	go func() {
+		// Keep typing until the echo comes back: the session may not be
+		// connected yet when the first line is written.
+		for ctx.Err() == nil {
+			io.WriteString(stdin, marker+"\n")
+			time.Sleep(300 * time.Millisecond)
+		}
+	}()
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if sc.Text() == marker {
+			return marker, nil
+		}
+	}
+	return "", fmt.Errorf("attach -i: cat did not echo the input (%v): %s", sc.Err(), errOut.tail(20))
+}
+
+// testRunInteractive runs throwaway pods as users do: with stdin piped,
+// and with a terminal.
+func testRunInteractive(t *testing.T, cp *controlPlane) {
+	out, errOut, err := cp.kubectlStdin("hello from stdin\n", "run", "-i", "--rm", "--restart=Never", "runner",
+		"--image=busybox:1.36", "--", "sh", "-c", "read x; echo got: $x")
+	if err != nil || !strings.Contains(out, "got: hello from stdin") {
+		t.Fatalf("kubectl run -i --rm: %v\nstdout: %s\nstderr: %s", err, out, errOut)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	line := fmt.Sprintf("KUBECACHEDIR=%s kubectl --kubeconfig %s run -it --rm --restart=Never tty-runner --image=busybox:1.36 -- sh -c 'sleep 1; tty; echo tty-done'",
+		filepath.Join(cp.dataDir, "kubectl-cache"), cp.kubeconfig)
+	b, err := exec.CommandContext(ctx, "script", "-qec", line, "/dev/null").CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "tty-done") || !strings.Contains(string(b), "/dev/pts/") {
+		t.Fatalf("kubectl run -it --rm: %v\n%s", err, b)
+	}
+	waitUntil(t, 60*time.Second, "the run pods deleted", func() bool {
+		out, _, _ := cp.kubectl("get", "pods", "runner", "tty-runner", "--ignore-not-found", "-o", "name")
+		return strings.TrimSpace(out) == ""
+	})
 }
