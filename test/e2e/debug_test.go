@@ -49,6 +49,7 @@ func TestDebugCommandsOnRealNode(t *testing.T) {
 	t.Run("errors", func(t *testing.T) { testDebugErrors(t, cp) })
 	t.Run("node API auth", func(t *testing.T) { testNodeAPIAuth(t, cp, node) })
 	t.Run("SPDY", func(t *testing.T) { testSPDY(t, cp) })
+	t.Run("resize", func(t *testing.T) { testResize(t, cp) })
 	t.Run("node down", func(t *testing.T) { testNodeDown(t, cp, node) })
 
 	cp.must("delete", "-f", "testdata/debug-pods.yaml", "--wait=false")
@@ -504,4 +505,48 @@ func testRunInteractive(t *testing.T, cp *controlPlane) {
 		out, _, _ := cp.kubectl("get", "pods", "runner", "tty-runner", "--ignore-not-found", "-o", "name")
 		return strings.TrimSpace(out) == ""
 	})
+}
+
+// sizeQueue hands out one terminal size, then waits for the end.
+type sizeQueue struct {
+	sizes chan remotecommand.TerminalSize
+}
+
+func (q sizeQueue) Next() *remotecommand.TerminalSize {
+	sz, ok := <-q.sizes
+	if !ok {
+		return nil
+	}
+	return &sz
+}
+
+// testResize resizes an exec session's terminal through the API server,
+// over WebSocket (translated to SPDY) and over SPDY, as client-go does.
+func testResize(t *testing.T, cp *controlPlane) {
+	cfg := cp.restConfig()
+	u := cfg.Host + "/api/v1/namespaces/default/pods/box/exec?container=main&stdin=true&stdout=true&tty=true" +
+		"&command=sh&command=-c&command=" + url.QueryEscape("sleep 1; stty size")
+	ws, err := remotecommand.NewWebSocketExecutor(cfg, "GET", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pu, _ := url.Parse(u)
+	spdy, err := remotecommand.NewSPDYExecutor(cfg, "POST", pu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ex := range map[string]remotecommand.Executor{"websocket": ws, "spdy": spdy} {
+		q := sizeQueue{sizes: make(chan remotecommand.TerminalSize, 1)}
+		q.sizes <- remotecommand.TerminalSize{Width: 123, Height: 45}
+		var out lockedBuffer
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		stdin, stdinW := io.Pipe()
+		err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: &out, Tty: true, TerminalSizeQueue: q})
+		cancel()
+		stdinW.Close()
+		close(q.sizes)
+		if err != nil || !strings.Contains(out.tail(5), "45 123") {
+			t.Errorf("%s: resized exec: %v, output %q", name, err, out.tail(5))
+		}
+	}
 }
