@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,9 +39,11 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain")
 	w.WriteHeader(http.StatusOK)
-	out := &flushWriter{w: w}
-	if f, ok := w.(http.Flusher); ok {
-		out.f = f
+	var out io.Writer = w
+	if f, ok := w.(http.Flusher); ok && opts.Follow {
+		fw := &flushWriter{w: w, f: f}
+		defer fw.stop()
+		out = fw
 	}
 	running := containerRunning{rt: s.cfg.Runtime, uid: t.pod.UID}
 	if err := crilogs.ReadLogs(r.Context(), path, id, opts, running, out, out); err != nil && r.Context().Err() == nil {
@@ -129,19 +132,52 @@ func logOptions(r *http.Request) (*crilogs.LogOptions, bool, error) {
 	return opts, previous, nil
 }
 
-// flushWriter flushes after every write so that followed lines arrive at
-// once.
+// followFlushDelay bounds how long a followed line may wait in the
+// response's buffer: the log reader writes a line at a time, and a flush
+// per line would cost a write per line.
+const followFlushDelay = 50 * time.Millisecond
+
+// flushWriter flushes what was written at most followFlushDelay later, so
+// that followed lines arrive at once and bursts go out together.
 type flushWriter struct {
-	w io.Writer
-	f http.Flusher
+	mu      sync.Mutex
+	w       io.Writer
+	f       http.Flusher
+	pending *time.Timer
+	stopped bool
 }
 
 func (f *flushWriter) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	n, err := f.w.Write(p)
-	if f.f != nil {
-		f.f.Flush()
+	if f.pending == nil && !f.stopped {
+		f.pending = time.AfterFunc(followFlushDelay, f.flush)
 	}
 	return n, err
+}
+
+func (f *flushWriter) flush() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pending = nil
+	if !f.stopped {
+		f.f.Flush()
+	}
+}
+
+// stop flushes what is left; the writer is not used afterwards.
+func (f *flushWriter) stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pending != nil {
+		f.pending.Stop()
+		f.pending = nil
+	}
+	if !f.stopped {
+		f.f.Flush()
+	}
+	f.stopped = true
 }
 
 // containerRunning answers the one question the CRI log reader asks while

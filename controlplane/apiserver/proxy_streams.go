@@ -50,7 +50,12 @@ func (s *Server) servePodLog(w http.ResponseWriter, r *http.Request, pod *corev1
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
-	copyFlushing(w, resp.Body)
+	if follow, _ := strconv.ParseBool(q.Get("follow")); follow {
+		copyFlushing(w, resp.Body)
+	} else {
+		// As upstream: flush only when following; a whole log goes in big writes.
+		io.CopyBuffer(w, resp.Body, make([]byte, 64<<10))
+	}
 	return nil
 }
 
