@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +36,10 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request) {
 	path, id, err := s.logFile(t, previous)
 	if err != nil {
 		writeStatus(w, err)
+		return
+	}
+	if !fileExists(path) {
+		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("the log of container %q in pod %q is gone (%s)", t.container, t.pod.Name, path)))
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain")
@@ -74,6 +79,16 @@ func (s *Server) logFile(t *podTarget, previous bool) (path, id string, err erro
 	if !previous {
 		return latest.LogPath, latest.ID, nil
 	}
+	// As upstream, "previous" is the instance the API shows as the last
+	// terminated one: the newest itself while it waits to be restarted.
+	if st := t.apiStatus(); st != nil && st.LastTerminationState.Terminated != nil {
+		id := st.LastTerminationState.Terminated.ContainerID
+		for _, c := range []*runtime.ContainerStatus{latest, prev} {
+			if c != nil && c.LogPath != "" && strings.HasSuffix(id, "://"+c.ID) {
+				return c.LogPath, c.ID, nil
+			}
+		}
+	}
 	if prev != nil && prev.LogPath != "" {
 		return prev.LogPath, prev.ID, nil
 	}
@@ -106,7 +121,7 @@ func logOptions(r *http.Request) (*crilogs.LogOptions, bool, error) {
 	for name, dst := range map[string]**int64{"tailLines": &opts.TailLines, "limitBytes": &opts.LimitBytes} {
 		if v := q.Get(name); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 {
+			if err != nil || n < 0 || (name == "limitBytes" && n < 1) {
 				return nil, false, bad(name)
 			}
 			*dst = &n

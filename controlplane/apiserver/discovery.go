@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
@@ -96,11 +97,27 @@ func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request, path 
 	writeJSON(w, http.StatusOK, resourceList(gv, resources))
 }
 
+// subresourceVerbs are upstream's verbs for each subresource.
 var subresourceVerbs = map[string][]string{
 	"status":   {"get", "patch", "update"},
 	"scale":    {"get", "patch", "update"},
 	"binding":  {"create"},
 	"finalize": {"update"},
+	// The connect subresources (proxy.go).
+	"log":         {"get"},
+	"exec":        {"create", "get"},
+	"attach":      {"create", "get"},
+	"portforward": {"create", "get"},
+	"proxy":       {"create", "delete", "get", "patch", "update"},
+}
+
+// connectOptionsKinds name the options kind of a connect subresource
+// after its resource's kind, as upstream: PodExecOptions, NodeProxyOptions.
+var connectOptionsKinds = map[string]string{
+	"exec":        "ExecOptions",
+	"attach":      "AttachOptions",
+	"portforward": "PortForwardOptions",
+	"proxy":       "ProxyOptions",
 }
 
 func resourceList(gv schema.GroupVersion, resources map[string]*registry.Resource) *metav1.APIResourceList {
@@ -116,13 +133,18 @@ func resourceList(gv schema.GroupVersion, resources map[string]*registry.Resourc
 			Name: res.Name, SingularName: strings.ToLower(res.Kind), Namespaced: res.Namespaced,
 			Kind: res.Kind, Verbs: res.Verbs, ShortNames: res.ShortNames, Categories: res.Categories,
 		})
-		for _, sub := range res.Subresources {
+		// Sorted, as upstream lists them.
+		subs := slices.Sorted(slices.Values(res.Subresources))
+		for _, sub := range subs {
 			ar := metav1.APIResource{Name: res.Name + "/" + sub, Namespaced: res.Namespaced, Kind: res.Kind, Verbs: subresourceVerbs[sub]}
 			switch sub {
 			case "scale":
 				ar.Group, ar.Version, ar.Kind = "autoscaling", "v1", "Scale"
 			case "binding":
 				ar.Kind = "Binding"
+			}
+			if suffix, ok := connectOptionsKinds[sub]; ok {
+				ar.Kind = res.Kind + suffix
 			}
 			list.APIResources = append(list.APIResources, ar)
 		}

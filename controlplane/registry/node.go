@@ -25,7 +25,8 @@ func nodeResource() *Resource {
 		Verbs:        allVerbs(),
 		New:          func() runtime.Object { return &corev1.Node{} },
 		NewList:      func() runtime.Object { return &corev1.NodeList{} },
-		Subresources: []string{"status"},
+		// proxy reaches the node's own API through the API server.
+		Subresources: []string{"status", "proxy"},
 
 		// A node registering itself sends its status with the create, and
 		// upstream keeps it, so there is no PrepareForCreate.

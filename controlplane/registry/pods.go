@@ -30,7 +30,9 @@ func podResource(opts Options) *Resource {
 		Verbs:        allVerbs(),
 		New:          func() runtime.Object { return &corev1.Pod{} },
 		NewList:      func() runtime.Object { return &corev1.PodList{} },
-		Subresources: []string{"status", "binding"},
+		// log, exec, attach and portforward are served by the pod's node,
+		// through the API server (connect subresources).
+		Subresources: []string{"status", "binding", "log", "exec", "attach", "portforward"},
 
 		Default:                mutate(func(p *corev1.Pod) { defaultPod(p, opts) }),
 		PrepareForCreate:       mutate(preparePodForCreate),
