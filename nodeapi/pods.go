@@ -36,7 +36,7 @@ func writeStatus(w http.ResponseWriter, err error) {
 	writeJSON(w, int(st.Code), st)
 }
 
-func nodeResource(r *http.Request) schema.GroupResource {
+func nodeResource() schema.GroupResource {
 	return schema.GroupResource{Resource: "nodes/proxy"}
 }
 

@@ -192,7 +192,7 @@ func (s *Server) authorize(h http.Handler) http.Handler {
 		subject := r.TLS.VerifiedChains[0][0].Subject
 		user, groups := subject.CommonName, subject.Organization
 		if !slices.Contains(s.cfg.AllowedUsers, user) && !slices.ContainsFunc(groups, func(g string) bool { return slices.Contains(s.cfg.AllowedGroups, g) }) {
-			writeStatus(w, apierrors.NewForbidden(nodeResource(r), "", fmt.Errorf("user %q (groups %q) may not use the nodelet's API", user, groups)))
+			writeStatus(w, apierrors.NewForbidden(nodeResource(), "", fmt.Errorf("user %q (groups %q) may not use the nodelet's API", user, groups)))
 			return
 		}
 		h.ServeHTTP(w, r)

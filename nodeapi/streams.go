@@ -33,12 +33,7 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewBadRequest("you must specify at least 1 command"))
 		return
 	}
-	t, err := s.lookup(r.Context(), r, true)
-	if err != nil {
-		writeStatus(w, err)
-		return
-	}
-	c, err := t.running()
+	t, c, err := s.runningTarget(r)
 	if err != nil {
 		writeStatus(w, err)
 		return
@@ -46,6 +41,20 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) {
 	ex := executor{rt: s.cfg.Runtime, id: c.ID}
 	remotecommand.ServeExec(w, r, ex, t.pod.Name, string(t.pod.UID), t.container, cmd, opts,
 		s.cfg.StreamIdleTimeout, s.cfg.StreamCreationTimeout, remotecommand.SupportedStreamingProtocols)
+}
+
+// runningTarget finds the request's pod and the running instance of its
+// container.
+func (s *Server) runningTarget(r *http.Request) (*podTarget, *runtime.ContainerStatus, error) {
+	t, err := s.lookup(r.Context(), r, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := t.running()
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, c, nil
 }
 
 // executor runs commands in one container for the stream server.
@@ -93,12 +102,7 @@ func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewBadRequest(err.Error()))
 		return
 	}
-	t, err := s.lookup(r.Context(), r, true)
-	if err != nil {
-		writeStatus(w, err)
-		return
-	}
-	c, err := t.running()
+	t, c, err := s.runningTarget(r)
 	if err != nil {
 		writeStatus(w, err)
 		return
@@ -186,12 +190,7 @@ func (s *Server) serveRun(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewBadRequest("missing cmd"))
 		return
 	}
-	t, err := s.lookup(r.Context(), r, true)
-	if err != nil {
-		writeStatus(w, err)
-		return
-	}
-	c, err := t.running()
+	_, c, err := s.runningTarget(r)
 	if err != nil {
 		writeStatus(w, err)
 		return

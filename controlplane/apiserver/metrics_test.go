@@ -544,11 +544,8 @@ func writeKubeconfig(t *testing.T, env *testEnv) string {
 
 // TestKubectlTop runs the real kubectl top against the server.
 func TestKubectlTop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs kubectl")
-	}
 	if _, err := exec.LookPath("kubectl"); err != nil {
-		t.Skip("kubectl is not installed")
+		t.Fatal("kubectl (v1.32) is required: scripts/deps.sh checks for it")
 	}
 	env := newMetricsEnv(t, testMetrics(), AllowAuthenticated{})
 	cs := env.clientset(t)

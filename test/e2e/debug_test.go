@@ -61,7 +61,9 @@ func TestDebugCommandsOnRealNode(t *testing.T) {
 	waitNoLeftovers(t, node)
 }
 
-func waitNoLeftovers(t *testing.T, node *realNode) {
+// waitNoLeftovers waits up to a minute for the node to hold nothing of
+// deleted pods.
+func waitNoLeftovers(t testing.TB, node *realNode) {
 	t.Helper()
 	var left []string
 	deadline := time.Now().Add(60 * time.Second)

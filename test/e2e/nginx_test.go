@@ -59,14 +59,7 @@ func TestNginxOnRealNode(t *testing.T) {
 		return strings.TrimSpace(out) == ""
 	})
 	cp.must("delete", "deployment/nginx-deployment")
-	var left []string
-	deadline := time.Now().Add(60 * time.Second)
-	for left = node.leftovers(t); len(left) > 0 && time.Now().Before(deadline); left = node.leftovers(t) {
-		time.Sleep(500 * time.Millisecond)
-	}
-	if len(left) > 0 {
-		t.Fatalf("the node kept after the delete:\n%s", strings.Join(left, "\n"))
-	}
+	waitNoLeftovers(t, node)
 }
 
 // testCrashRestart kills the nodelet with SIGKILL, force-deletes one pod
