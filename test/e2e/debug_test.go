@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/remotecommand"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
 // TestDebugCommandsOnRealNode drives kubectl logs, exec, cp, attach and
@@ -48,6 +51,7 @@ func TestDebugCommandsOnRealNode(t *testing.T) {
 	t.Run("top", func(t *testing.T) { testTop(t, cp, node) })
 	t.Run("errors", func(t *testing.T) { testDebugErrors(t, cp) })
 	t.Run("node API auth", func(t *testing.T) { testNodeAPIAuth(t, cp, node) })
+	t.Run("nodes/proxy", func(t *testing.T) { testNodeProxy(t, cp, node) })
 	t.Run("SPDY", func(t *testing.T) { testSPDY(t, cp) })
 	t.Run("resize", func(t *testing.T) { testResize(t, cp) })
 	t.Run("node down", func(t *testing.T) { testNodeDown(t, cp, node) })
@@ -307,6 +311,24 @@ func testDebugErrors(t *testing.T, cp *controlPlane) {
 		if d := time.Since(start); d > 15*time.Second {
 			t.Errorf("kubectl %s took %s", strings.Join(tc.args, " "), d)
 		}
+	}
+}
+
+// testNodeProxy reads the node's API through the API server's nodes/proxy.
+func testNodeProxy(t *testing.T, cp *controlPlane, node *realNode) {
+	if out := cp.must("get", "--raw", "/api/v1/nodes/"+node.name+"/proxy/healthz"); out != "ok" {
+		t.Errorf("nodes/proxy/healthz: %q", out)
+	}
+	var pods corev1.PodList
+	if err := json.Unmarshal([]byte(cp.must("get", "--raw", "/api/v1/nodes/"+node.name+"/proxy/pods")), &pods); err != nil || len(pods.Items) == 0 {
+		t.Errorf("nodes/proxy/pods: %d pods, %v", len(pods.Items), err)
+	}
+	var sum statsv1alpha1.Summary
+	if err := json.Unmarshal([]byte(cp.must("get", "--raw", "/api/v1/nodes/"+node.name+"/proxy/stats/summary")), &sum); err != nil || sum.Node.NodeName != node.name || len(sum.Pods) == 0 {
+		t.Errorf("nodes/proxy/stats/summary: node %q, %d pods, %v", sum.Node.NodeName, len(sum.Pods), err)
+	}
+	if out := cp.must("get", "--raw", "/api/v1/nodes/"+node.name+"/proxy/metrics/resource"); !strings.Contains(out, "node_cpu_usage_seconds_total") {
+		t.Errorf("nodes/proxy/metrics/resource:\n%.500s", out)
 	}
 }
 
