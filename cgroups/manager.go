@@ -16,6 +16,8 @@ import (
 	"github.com/opencontainers/cgroups/systemd"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/podresources"
 )
 
 // Sentinel errors.
@@ -178,7 +180,7 @@ func (m *manager) EnsurePod(ctx context.Context, pod *corev1.Pod) (string, error
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	class := QOSClass(pod)
+	class := podresources.QOSClass(pod)
 	name := PodName(m.root, class, pod.UID)
 	if err := m.ops.apply(name, PodResources(pod, m.pidsLimit)); err != nil {
 		return "", fmt.Errorf("ensure cgroup of pod %s/%s: %w", pod.Namespace, pod.Name, err)

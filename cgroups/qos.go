@@ -21,7 +21,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/controlplane/registry"
+	"github.com/nodelet/nodelet/podresources"
 )
 
 // OOM score adjustments, as upstream (pkg/kubelet/qos/policy.go).
@@ -50,12 +50,6 @@ const (
 	configSourceAPI         = "api"
 )
 
-// QOSClass is the pod's quality-of-service class, computed as upstream
-// (the same function the API server uses for status.qosClass).
-func QOSClass(pod *corev1.Pod) corev1.PodQOSClass {
-	return registry.QOSClass(pod)
-}
-
 // IsNodeCriticalPod reports upstream's "node critical" pods: critical
 // (static, mirror, or priority >= system-critical) and of priority class
 // system-node-critical. Their containers get the Guaranteed OOM score.
@@ -82,7 +76,7 @@ func OOMScoreAdj(pod *corev1.Pod, c *corev1.Container, memoryCapacity int64) int
 	if IsNodeCriticalPod(pod) {
 		return GuaranteedOOMScoreAdj
 	}
-	switch QOSClass(pod) {
+	switch podresources.QOSClass(pod) {
 	case corev1.PodQOSGuaranteed:
 		return GuaranteedOOMScoreAdj
 	case corev1.PodQOSBestEffort:

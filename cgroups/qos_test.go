@@ -8,26 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-func TestQOSClass(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		pod  *corev1.Pod
-		want corev1.PodQOSClass
-	}{
-		{"no resources", mkPod("a", []corev1.Container{ctr(t, "a", "", "")}), corev1.PodQOSBestEffort},
-		{"equal requests and limits", mkPod("b", []corev1.Container{ctr(t, "a", "cpu=1,memory=1Gi", "cpu=1,memory=1Gi")}), corev1.PodQOSGuaranteed},
-		{"limits only, not defaulted", mkPod("c", []corev1.Container{ctr(t, "a", "", "cpu=1,memory=1Gi")}), corev1.PodQOSBurstable},
-		{"requests below limits", mkPod("d", []corev1.Container{ctr(t, "a", "cpu=500m,memory=1Gi", "cpu=1,memory=1Gi")}), corev1.PodQOSBurstable},
-		{"one container without limits", mkPod("e", []corev1.Container{
-			ctr(t, "a", "cpu=1,memory=1Gi", "cpu=1,memory=1Gi"), ctr(t, "b", "", "")}), corev1.PodQOSBurstable},
-		{"other resources do not count", mkPod("f", []corev1.Container{ctr(t, "a", "ephemeral-storage=1Gi", "")}), corev1.PodQOSBestEffort},
-	} {
-		if got := QOSClass(tc.pod); got != tc.want {
-			t.Errorf("%s: QOSClass = %s, want %s", tc.name, got, tc.want)
-		}
-	}
-}
-
 func TestOOMScoreAdj(t *testing.T) {
 	const capacity = 8 << 30
 	g := mkPod("g", []corev1.Container{ctr(t, "a", "cpu=1,memory=1Gi", "cpu=1,memory=1Gi")})

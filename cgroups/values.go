@@ -2,6 +2,8 @@ package cgroups
 
 import (
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/podresources"
 )
 
 // CPU constants as upstream (pkg/kubelet/cm/helpers_linux.go).
@@ -69,94 +71,21 @@ func MilliCPUToQuota(milliCPU, period int64) int64 {
 	return max(quota, MinQuotaPeriod)
 }
 
-// PodRequests sums the pod's requests as the scheduler and kubelet do: app
-// containers and sidecars (restartable init containers) add up, each
-// ordinary init container needs its own request plus the sidecars started
-// before it, the pod needs the larger of the two, plus spec.overhead.
-func PodRequests(pod *corev1.Pod) corev1.ResourceList {
-	reqs := aggregate(pod, func(c *corev1.Container) corev1.ResourceList { return c.Resources.Requests })
-	addResources(reqs, pod.Spec.Overhead)
-	return reqs
-}
-
-// PodLimits aggregates limits like PodRequests; overhead is added only to
-// resources that have a limit. cpuDeclared and memoryDeclared report whether
-// every container (init containers included) sets that limit.
-func PodLimits(pod *corev1.Pod) (limits corev1.ResourceList, cpuDeclared, memoryDeclared bool) {
-	cpuDeclared, memoryDeclared = true, true
-	limits = aggregate(pod, func(c *corev1.Container) corev1.ResourceList {
-		if c.Resources.Limits.Cpu().IsZero() {
-			cpuDeclared = false
-		}
-		if c.Resources.Limits.Memory().IsZero() {
-			memoryDeclared = false
-		}
-		return c.Resources.Limits
-	})
-	for name, q := range pod.Spec.Overhead {
-		if v, ok := limits[name]; ok {
-			v.Add(q)
-			limits[name] = v
-		}
-	}
-	return limits, cpuDeclared, memoryDeclared
-}
-
-func aggregate(pod *corev1.Pod, get func(*corev1.Container) corev1.ResourceList) corev1.ResourceList {
-	sum := corev1.ResourceList{}
-	for i := range pod.Spec.Containers {
-		addResources(sum, get(&pod.Spec.Containers[i]))
-	}
-	sidecars := corev1.ResourceList{}
-	initMax := corev1.ResourceList{}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		need := corev1.ResourceList{}
-		if isRestartable(c) {
-			addResources(sum, get(c))
-			addResources(sidecars, get(c))
-			addResources(need, sidecars)
-		} else {
-			addResources(need, get(c))
-			addResources(need, sidecars)
-		}
-		maxResources(initMax, need)
-	}
-	maxResources(sum, initMax)
-	return sum
-}
-
-func addResources(sum, list corev1.ResourceList) {
-	for name, q := range list {
-		v := sum[name]
-		v.Add(q)
-		sum[name] = v
-	}
-}
-
-func maxResources(dst, list corev1.ResourceList) {
-	for name, q := range list {
-		if v, ok := dst[name]; !ok || q.Cmp(v) > 0 {
-			dst[name] = q.DeepCopy()
-		}
-	}
-}
-
 // PodResources are the values of a pod's cgroup, as upstream's
 // ResourceConfigForPod with CFS quota enforced: shares from the requests;
 // quota and memory limit for Guaranteed pods, and for Burstable pods when
 // every container sets that limit; BestEffort gets MinShares only.
 // pidsLimit > 0 caps the pod's tasks.
 func PodResources(pod *corev1.Pod, pidsLimit int64) Resources {
-	reqs := PodRequests(pod)
-	limits, cpuDeclared, memDeclared := PodLimits(pod)
+	reqs := podresources.Requests(pod)
+	limits, cpuDeclared, memDeclared := podresources.Limits(pod)
 	shares := MilliCPUToShares(milli(reqs, corev1.ResourceCPU))
 	quota := MilliCPUToQuota(milli(limits, corev1.ResourceCPU), QuotaPeriod)
 	period := uint64(QuotaPeriod)
 	mem := value(limits, corev1.ResourceMemory)
 
 	var r Resources
-	switch QOSClass(pod) {
+	switch podresources.QOSClass(pod) {
 	case corev1.PodQOSGuaranteed:
 		r = Resources{CPUShares: &shares, CPUQuota: &quota, CPUPeriod: &period, Memory: &mem}
 	case corev1.PodQOSBurstable:
@@ -184,10 +113,10 @@ func PodResources(pod *corev1.Pod, pidsLimit int64) Resources {
 func TierResources(pods []*corev1.Pod) (burstable, besteffort Resources) {
 	var milliCPU int64
 	for _, pod := range pods {
-		if QOSClass(pod) != corev1.PodQOSBurstable {
+		if podresources.QOSClass(pod) != corev1.PodQOSBurstable {
 			continue
 		}
-		milliCPU += milli(PodRequests(pod), corev1.ResourceCPU)
+		milliCPU += milli(podresources.Requests(pod), corev1.ResourceCPU)
 	}
 	bShares, beShares := MilliCPUToShares(milliCPU), uint64(MinShares)
 	return Resources{CPUShares: &bShares}, Resources{CPUShares: &beShares}

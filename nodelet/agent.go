@@ -20,6 +20,7 @@ import (
 	"github.com/nodelet/nodelet/cgroups"
 	"github.com/nodelet/nodelet/network"
 	"github.com/nodelet/nodelet/nodeapi"
+	"github.com/nodelet/nodelet/nodestatus"
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/status"
 	"github.com/nodelet/nodelet/volumes"
@@ -199,7 +200,16 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 	if c.driver, err = cgroups.DetectDriver(a.cfg.CgroupDriver); err != nil {
 		return nil, fmt.Errorf("nodelet: cgroup driver: %w", err)
 	}
-	c.cg, err = cgroups.New(cgroups.Config{Driver: string(c.driver), Root: a.cfg.CgroupRoot, Log: a.log.With("component", "cgroups")})
+	// As upstream's --enforce-node-allocatable=pods: kubepods is capped at
+	// the node's allocatable, so pods cannot eat what --system-reserved
+	// and --kube-reserved keep for the rest of the host.
+	host, err := nodestatus.ReadHost(a.cfg.RootDir)
+	if err != nil {
+		return nil, fmt.Errorf("nodelet: %w", err)
+	}
+	alloc := nodestatus.Allocatable(nodestatus.Capacity(host, a.maxPods()), a.cfg.SystemReserved, a.cfg.KubeReserved)
+	c.cg, err = cgroups.New(cgroups.Config{Driver: string(c.driver), Root: a.cfg.CgroupRoot, Allocatable: alloc,
+		Log: a.log.With("component", "cgroups")})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: cgroups: %w", err)
 	}

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodelet/nodelet/admission"
 	"github.com/nodelet/nodelet/nodestatus"
 	"github.com/nodelet/nodelet/pleg"
 	"github.com/nodelet/nodelet/podworkers"
@@ -40,16 +39,10 @@ type wired struct {
 	factory informers.SharedInformerFactory
 	hints   chan struct{} // runtime events -> PLEG relists
 
-	timersMu sync.Mutex
-	timers   map[types.UID]retryTimer // pending requeues
-
+	orphans  *orphans
+	admit    admission.Handler
 	admitMu  sync.Mutex
 	rejected map[types.UID]bool // pods refused by admission
-}
-
-type retryTimer struct {
-	at    time.Time
-	timer *time.Timer
 }
 
 // Run runs the node agent until ctx ends. On the way out it stops its
@@ -130,7 +123,7 @@ func nilIfDone(ctx context.Context, err error) error {
 // wire builds the status manager, node status, PLEG, Syncer, pod workers
 // and the pod informer.
 func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
-	w := &wired{components: c, hints: make(chan struct{}, 1), timers: map[types.UID]retryTimer{}, rejected: map[types.UID]bool{}}
+	w := &wired{components: c, hints: make(chan struct{}, 1), rejected: map[types.UID]bool{}}
 	var workers *podworkers.Workers // set below; the closures run later
 	w.status = status.NewManager(status.ManagerConfig{Client: a.client, Log: a.log.With("component", "status"),
 		PodCouldHaveRunningContainers: func(uid types.UID) bool { return !workers.IsTerminated(uid) },
@@ -150,7 +143,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	syncer, err := NewSyncer(SyncerConfig{Runtime: c.rt, Network: c.net, Cgroups: c.cg, CgroupDriver: c.driver,
 		Volumes: c.vols, Status: w.status, PodStatus: c.rt.PodStatus,
 		Backoff: runtime.NewBackoff(10*time.Second, 5*time.Minute, time.Now),
-		Requeue: w.requeue, EnvSources: apiEnvSources{a.client},
+		Requeue: func(pod *corev1.Pod, after time.Duration) { workers.SyncAfter(pod.UID, after) }, EnvSource: apiEnvSource{a.client},
 		PauseImage: a.cfg.PodInfraImage, NodeName: a.cfg.NodeName, NodeIP: w.node.Host().InternalIP,
 		ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain,
 		PodFilesDir: filepath.Join(a.cfg.RootDir, "pod-files"), LogRoot: a.cfg.LogRoot, OOMScoreAdjFloor: c.floor,
@@ -162,6 +155,26 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	workers = podworkers.New(podworkers.Config{Syncer: terminatingSyncer{Syncer: syncer, status: w.status},
 		Log: a.log.With("component", "podworkers")})
 	w.workers = workers
+	w.orphans = &orphans{
+		runtimePods: func() []*runtime.PodStatus {
+			var out []*runtime.PodStatus
+			for _, uid := range w.pleg.Cache().UIDs() {
+				st, _ := w.pleg.Cache().Get(uid)
+				out = append(out, st)
+			}
+			return out
+		},
+		cgroupPods: c.cg.ListPods, volumePods: c.vols.ListPods,
+		inAPI:            func(uid types.UID) bool { return podByUID(w, uid) != nil },
+		contentRemovable: workers.ShouldPodContentBeRemoved,
+		logRoot:          a.cfg.LogRoot, log: a.log.With("component", "orphans"),
+	}
+	w.admit = admission.Chain{
+		admission.ResourcesFit(func() corev1.ResourceList {
+			return nodestatus.Allocatable(nodestatus.Capacity(w.node.Host(), a.maxPods()), a.cfg.SystemReserved, a.cfg.KubeReserved)
+		}),
+		admission.HostPorts(),
+	}
 	if err := a.podInformer(w); err != nil {
 		return nil, err
 	}
@@ -263,16 +276,14 @@ func (a *Agent) admitted(w *wired, p *corev1.Pod) bool {
 			others = append(others, o)
 		}
 	}
-	host := w.node.Host()
-	alloc := nodestatus.Allocatable(nodestatus.Capacity(host, a.maxPods()), a.cfg.SystemReserved, a.cfg.KubeReserved)
-	reason, message := admit(alloc, others, p)
-	if reason == "" {
+	r := w.admit.Admit(admission.Attributes{Pod: p, Admitted: others})
+	if r.Admit {
 		return true
 	}
 	w.rejected[p.UID] = true
-	a.log.Info("pod rejected", "pod", p.Namespace+"/"+p.Name, "reason", reason, "message", message)
+	a.log.Info("pod rejected", "pod", p.Namespace+"/"+p.Name, "reason", r.Reason, "message", r.Message)
 	st := p.Status.DeepCopy()
-	st.Phase, st.Reason, st.Message = corev1.PodFailed, reason, message
+	st.Phase, st.Reason, st.Message = corev1.PodFailed, r.Reason, r.Message
 	w.status.SetPodStatus(p, *st)
 	w.status.TerminatePod(p)
 	return false
@@ -292,29 +303,6 @@ func cachedPod(w *wired, ns, name string) *corev1.Pod {
 	}
 	p, _ := obj.(*corev1.Pod)
 	return p
-}
-
-// requeue syncs the pod again after a delay (the end of a crash back-off),
-// keeping one timer per pod: the earliest wins.
-func (w *wired) requeue(pod *corev1.Pod, after time.Duration) {
-	uid := pod.UID
-	at := time.Now().Add(after)
-	w.timersMu.Lock()
-	defer w.timersMu.Unlock()
-	if t, ok := w.timers[uid]; ok {
-		if !t.at.After(at) {
-			return
-		}
-		t.timer.Stop()
-	}
-	w.timers[uid] = retryTimer{at: at, timer: time.AfterFunc(after, func() {
-		w.timersMu.Lock()
-		delete(w.timers, uid)
-		w.timersMu.Unlock()
-		if p := podByUID(w, uid); p != nil {
-			w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Sync})
-		}
-	})}
 }
 
 // podByUID looks a pod up in the informer's cache.
@@ -370,14 +358,14 @@ func (a *Agent) housekeeping(ctx context.Context, w *wired) {
 				a.syncPod(w, p)
 			}
 		}
-		for _, p := range a.orphans(w) {
+		for _, p := range w.orphans.pods() {
 			a.log.Info("removing orphaned pod", "pod", p.Namespace+"/"+p.Name, "uid", p.UID)
 			w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Remove})
 		}
 		if err := a.reconcileNetwork(ctx, w); err != nil && ctx.Err() == nil {
 			a.log.Warn("reconcile pod networks", "err", err)
 		}
-		a.removeOrphanLogs(w)
+		w.orphans.removeLogs()
 		select {
 		case <-ctx.Done():
 			return
@@ -404,67 +392,4 @@ func (a *Agent) reconcileNetwork(ctx context.Context, w *wired) error {
 		}
 	}
 	return w.net.Reconcile(ctx, live)
-}
-
-// orphans are pods with containers, sandboxes, a cgroup or volumes on the
-// node that the API does not have (deleted while the nodelet was down).
-func (a *Agent) orphans(w *wired) []*corev1.Pod {
-	found := map[types.UID]*corev1.Pod{}
-	for _, uid := range w.pleg.Cache().UIDs() {
-		st, _ := w.pleg.Cache().Get(uid)
-		if st != nil && (len(st.Sandboxes) > 0 || len(st.Containers) > 0) {
-			found[uid] = orphanPod(uid, st.Namespace, st.Name)
-		}
-	}
-	cgs, err := w.cg.ListPods()
-	if err != nil {
-		a.log.Warn("list pod cgroups", "err", err)
-	}
-	vols, err := w.vols.ListPods()
-	if err != nil {
-		a.log.Warn("list pod volumes", "err", err)
-	}
-	for _, uid := range append(cgs, vols...) {
-		if _, ok := found[uid]; !ok {
-			found[uid] = orphanPod(uid, "", "")
-		}
-	}
-	var out []*corev1.Pod
-	for uid, p := range found {
-		if podByUID(w, uid) == nil {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func orphanPod(uid types.UID, ns, name string) *corev1.Pod {
-	zero := int64(0)
-	p := &corev1.Pod{}
-	p.UID, p.Namespace, p.Name = uid, ns, name
-	p.Spec.TerminationGracePeriodSeconds = &zero
-	return p
-}
-
-// removeOrphanLogs removes the log directories (<ns>_<name>_<uid>) of pods
-// the API no longer has and the workers are done with: finished pods keep
-// their logs until they are deleted.
-func (a *Agent) removeOrphanLogs(w *wired) {
-	entries, err := os.ReadDir(a.cfg.LogRoot)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		i := strings.LastIndexByte(e.Name(), '_')
-		if !e.IsDir() || i < 0 {
-			continue
-		}
-		uid := types.UID(e.Name()[i+1:])
-		if podByUID(w, uid) != nil || !w.workers.ShouldPodContentBeRemoved(uid) {
-			continue
-		}
-		if err := os.RemoveAll(filepath.Join(a.cfg.LogRoot, e.Name())); err != nil {
-			a.log.Warn("remove logs of a deleted pod", "dir", e.Name(), "err", err)
-		}
-	}
 }

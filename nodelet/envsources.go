@@ -2,29 +2,69 @@ package nodelet
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodelet/nodelet/runtime"
 )
 
-// apiEnvSources reads the ConfigMaps and Secrets a container's env names
-// straight from the API server when the container is created (upstream's
-// "Get" strategy): always current, and no watch per object. Not-found
-// errors pass through for optional references.
-type apiEnvSources struct{ client kubernetes.Interface }
+// EnvSource gives the ConfigMaps and Secrets a container's env refers
+// to; a missing one is an error for which apierrors.IsNotFound holds.
+type EnvSource interface {
+	ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error)
+	Secret(ctx context.Context, ns, name string) (*corev1.Secret, error)
+}
+
+// apiEnvSource reads them straight from the API server when a container
+// is created (upstream's "Get" strategy): always current, and no watch
+// per object.
+type apiEnvSource struct{ client kubernetes.Interface }
 
 const envSourceTimeout = 10 * time.Second
 
-func (s apiEnvSources) ConfigMap(ns, name string) (*corev1.ConfigMap, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), envSourceTimeout)
+func (s apiEnvSource) ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	ctx, cancel := context.WithTimeout(ctx, envSourceTimeout)
 	defer cancel()
 	return s.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
-func (s apiEnvSources) Secret(ns, name string) (*corev1.Secret, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), envSourceTimeout)
+func (s apiEnvSource) Secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+	ctx, cancel := context.WithTimeout(ctx, envSourceTimeout)
 	defer cancel()
 	return s.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// envObjects fetches what the container's env refers to. Objects that do
+// not exist are left out (the spec builder then fails a required
+// reference and skips an optional one); any other error fails.
+func (s *Syncer) envObjects(ctx context.Context, pod *corev1.Pod, c *corev1.Container) (runtime.EnvObjects, error) {
+	cms, secs := runtime.EnvReferences(c)
+	objs := runtime.EnvObjects{ConfigMaps: map[string]*corev1.ConfigMap{}, Secrets: map[string]*corev1.Secret{}}
+	if (len(cms) > 0 || len(secs) > 0) && s.cfg.EnvSource == nil {
+		return objs, fmt.Errorf("container %s refers to ConfigMaps or Secrets and this node has no source of them", c.Name)
+	}
+	for _, name := range cms {
+		cm, err := s.cfg.EnvSource.ConfigMap(ctx, pod.Namespace, name)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return objs, fmt.Errorf("get configmap %s/%s: %w", pod.Namespace, name, err)
+		}
+		if err == nil && cm != nil {
+			objs.ConfigMaps[name] = cm
+		}
+	}
+	for _, name := range secs {
+		sec, err := s.cfg.EnvSource.Secret(ctx, pod.Namespace, name)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return objs, fmt.Errorf("get secret %s/%s: %w", pod.Namespace, name, err)
+		}
+		if err == nil && sec != nil {
+			objs.Secrets[name] = sec
+		}
+	}
+	return objs, nil
 }

@@ -74,9 +74,9 @@ type SyncerConfig struct {
 	// PodStatus reads the runtime's state of a pod, fresh (not a stale
 	// cache): PodStatusFromList(rt.PodStatuses) or the PLEG cache.
 	PodStatus PodStatusFunc
-	// EnvSources resolves the ConfigMaps and Secrets that env and envFrom
-	// name; nil makes such pods fail with CreateContainerConfigError.
-	EnvSources runtime.EnvSources
+	// EnvSource gives the ConfigMaps and Secrets that env and envFrom
+	// refer to; the Syncer fetches them before building a container's spec.
+	EnvSource EnvSource
 	// Requeue, optional, asks for the pod to be synced again after a delay
 	// (a container whose crash back-off ends then); nil leaves it to the
 	// periodic resync.
@@ -201,7 +201,7 @@ func (s *Syncer) SyncPod(ctx context.Context, pod *corev1.Pod) error {
 	if s.cfg.Backoff != nil {
 		backoff = s.cfg.Backoff.InBackoff
 	}
-	actions := runtime.ComputePodActions(pod, rs, s.cfg.Now(), backoff)
+	actions := runtime.ComputePodActions(pod, runtime.PlanInputs{Status: rs, Now: s.cfg.Now(), Backoff: backoff})
 	waiting := map[string]corev1.ContainerStateWaiting{}
 	for k, v := range actions.Waiting {
 		waiting[k] = v

@@ -140,6 +140,11 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 	} else if pod.Spec.HostNetwork {
 		podIPs = hostIPs
 	}
+	envObjs, err := s.envObjects(ctx, pod, c)
+	if err != nil {
+		setWaiting(waiting, c.Name, "CreateContainerConfigError", err.Error())
+		return wrap("create", err)
+	}
 	termLog, err := s.terminationLogFile(pod, c, attempt)
 	if err != nil {
 		setWaiting(waiting, c.Name, "CreateContainerError", err.Error())
@@ -149,7 +154,7 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 		SandboxID: pc.sandbox.id, Image: img, ImageName: c.Image, Attempt: attempt, Init: init,
 		SpecConfig: runtime.ContainerSpecConfig{
 			CgroupsPath:        cgroups.ContainerCgroupsPath(s.cfg.CgroupDriver, pc.podCgroup, "ctr-"+newNetworkID()),
-			Env:                runtime.EnvContext{PodIPs: podIPs, HostIPs: hostIPs, Sources: s.cfg.EnvSources},
+			Env:                runtime.EnvContext{PodIPs: podIPs, HostIPs: hostIPs, Objects: envObjs},
 			Volumes:            pc.volumes,
 			Hostname:           hostname,
 			HostsPath:          pc.hosts,

@@ -37,9 +37,9 @@ type Host struct {
 	InternalIP      string
 }
 
-// readHost reads the machine's facts; rootDir is statfs'ed for
-// ephemeral-storage.
-func readHost(rootDir string) (Host, error) {
+// ReadHost reads the facts of this host (rootDir is statfs'ed for
+// ephemeral storage).
+func ReadHost(rootDir string) (Host, error) {
 	h := Host{NumCPU: goruntime.NumCPU(), OperatingSystem: goruntime.GOOS, Architecture: goruntime.GOARCH}
 	data, err := os.ReadFile("/proc/meminfo")
 	if err != nil {

@@ -92,7 +92,7 @@ func New(cfg Config) (*Syncer, error) {
 		return nil, errors.New("nodestatus: Client, NodeName and RootDir are required")
 	}
 	setDefaults(&cfg)
-	host, err := readHost(cfg.RootDir)
+	host, err := ReadHost(cfg.RootDir)
 	if err != nil {
 		return nil, fmt.Errorf("nodestatus: read host facts: %w", err)
 	}

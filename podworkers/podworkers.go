@@ -128,6 +128,8 @@ type worker struct {
 	busy     bool
 	cancel   context.CancelFunc
 	failures int
+	// syncAfter, when set, shortens the wait after the current SyncPod.
+	syncAfter time.Duration
 }
 
 // Workers dispatches pod updates to per-pod goroutines.
@@ -242,6 +244,22 @@ func gracePeriod(opts UpdateOptions) int64 {
 
 func terminalPhase(p corev1.PodPhase) bool {
 	return p == corev1.PodSucceeded || p == corev1.PodFailed
+}
+
+// SyncAfter asks for the pod's next sync within d instead of the resync
+// interval (the end of a crash back-off, say). It is meant to be called
+// from within SyncPod and takes effect when that call returns; the
+// earliest request wins. The wait is the worker's own, so Shutdown ends it
+// and nothing outlives the workers.
+func (w *Workers) SyncAfter(uid types.UID, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if wk, ok := w.workers[uid]; ok && (wk.syncAfter == 0 || d < wk.syncAfter) {
+		wk.syncAfter = d
+	}
 }
 
 // IsTerminated reports whether the pod's SyncTerminatingPod returned nil

@@ -349,6 +349,35 @@ func TestResyncAndBackoffUseTheClock(t *testing.T) {
 	}
 }
 
+func TestSyncAfterShortensTheNextWait(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	var w *Workers
+	asked := false
+	f := newFake(t, func(ctx context.Context, c call) error {
+		if !asked {
+			asked = true
+			w.SyncAfter(c.uid, 5*time.Second)
+			w.SyncAfter(c.uid, 3*time.Second) // the earliest wins
+			w.SyncAfter(c.uid, 4*time.Second)
+		}
+		return nil
+	})
+	w = newWorkers(t, f, Config{Clock: clk, ResyncInterval: 10 * time.Second})
+	w.Update(UpdateOptions{Pod: pod("a", "1")})
+	f.next(t)
+	waitFor(t, clk.HasWaiters)
+	clk.Step(2 * time.Second)
+	f.expectNone(t, 50*time.Millisecond)
+	clk.Step(time.Second)
+	f.next(t)
+	// Used once: the wait after that sync is the resync interval again.
+	waitFor(t, clk.HasWaiters)
+	clk.Step(3 * time.Second)
+	f.expectNone(t, 50*time.Millisecond)
+	clk.Step(7 * time.Second)
+	f.next(t)
+}
+
 func TestShutdownLeavesPodsAlone(t *testing.T) {
 	f := newFake(t, func(ctx context.Context, c call) error {
 		if c.op == "sync" && c.uid == "a" {

@@ -99,7 +99,12 @@ func (w *Workers) step(wk *worker) (delay time.Duration, exit bool) {
 	wk.failures = 0
 	switch ph {
 	case phaseSyncing:
-		return w.cfg.ResyncInterval, false
+		delay = w.cfg.ResyncInterval
+		if after := wk.syncAfter; after > 0 && after < delay {
+			delay = after
+		}
+		wk.syncAfter = 0
+		return delay, false
 	case phaseTerminating:
 		wk.phase = phaseTerminated
 		return 0, false

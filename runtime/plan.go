@@ -113,9 +113,21 @@ func SandboxChanged(pod *corev1.Pod, status *PodStatus) (changed bool, attempt u
 	return false, sb.Attempt, sb.ID
 }
 
-// ComputePodActions plans one sync of pod given the runtime's view of it.
-// A nil backoff never delays a restart.
-func ComputePodActions(pod *corev1.Pod, status *PodStatus, now time.Time, backoff BackoffFunc) PodActions {
+// PlanInputs is everything a sync's plan depends on besides the pod spec.
+// New inputs (probe results, ...) join here rather than as arguments.
+type PlanInputs struct {
+	// Status is the runtime's view of the pod (nil: nothing exists yet).
+	Status *PodStatus
+	// Now is the time of the plan.
+	Now time.Time
+	// Backoff tells whether a container's restart must wait (nil: never).
+	Backoff BackoffFunc
+}
+
+// ComputePodActions plans one sync of pod from in. It is pure: the same
+// pod and inputs give the same plan.
+func ComputePodActions(pod *corev1.Pod, in PlanInputs) PodActions {
+	status, now, backoff := in.Status, in.Now, in.Backoff
 	if status == nil {
 		status = &PodStatus{}
 	}

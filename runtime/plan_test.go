@@ -172,7 +172,7 @@ func TestComputePodActions(t *testing.T) {
 		if tt.mutate != nil {
 			tt.mutate(tt.pod)
 		}
-		got := ComputePodActions(tt.pod, tt.status, t0, nil)
+		got := ComputePodActions(tt.pod, PlanInputs{Status: tt.status, Now: t0, Backoff: nil})
 		want := normalizeWant(tt.pod, tt.want)
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", tt.name, got, want)
@@ -214,7 +214,7 @@ func TestComputePodActionsBackoff(t *testing.T) {
 	// not killed for it.
 	pod := planPod(corev1.RestartPolicyAlways, 0)
 	st := status(sb(goodSandbox()), exited("a", "img-a:1", 1), exited("b", "img-b:1", 1))
-	got := ComputePodActions(pod, st, now, inBackoff("a"))
+	got := ComputePodActions(pod, PlanInputs{Status: st, Now: now, Backoff: inBackoff("a")})
 	wantWaiting := map[string]corev1.ContainerStateWaiting{"a": {Reason: ReasonCrashLoopBackOff,
 		Message: "back-off 20s restarting failed container=a pod=web_prod(uid-1)"}}
 	if got.KillPod || !reflect.DeepEqual(got.ContainersToStart, []int{1}) || !reflect.DeepEqual(got.Waiting, wantWaiting) || got.RetryAfter != 15*time.Second {
@@ -222,21 +222,21 @@ func TestComputePodActionsBackoff(t *testing.T) {
 	}
 
 	// All held: still no KillPod.
-	got = ComputePodActions(pod, st, now, inBackoff("a", "b"))
+	got = ComputePodActions(pod, PlanInputs{Status: st, Now: now, Backoff: inBackoff("a", "b")})
 	if got.KillPod || len(got.ContainersToStart) != 0 || len(got.Waiting) != 2 {
 		t.Errorf("all in back-off: %+v", got)
 	}
 
 	// A never-run container has no back-off.
 	st = status(sb(goodSandbox()), running("a", "img-a:1"))
-	if got = ComputePodActions(pod, st, now, inBackoff("a", "b")); !reflect.DeepEqual(got.ContainersToStart, []int{1}) || len(got.Waiting) != 0 {
+	if got = ComputePodActions(pod, PlanInputs{Status: st, Now: now, Backoff: inBackoff("a", "b")}); !reflect.DeepEqual(got.ContainersToStart, []int{1}) || len(got.Waiting) != 0 {
 		t.Errorf("never run: %+v", got)
 	}
 
 	// Init containers back off too.
 	pod = planPod(corev1.RestartPolicyAlways, 1)
 	st = status(sb(goodSandbox()), exited("init0", "init:1", 1))
-	got = ComputePodActions(pod, st, now, inBackoff("init0"))
+	got = ComputePodActions(pod, PlanInputs{Status: st, Now: now, Backoff: inBackoff("init0")})
 	if got.NextInitContainerToStart != nil || got.InitContainersToStart != nil || got.Waiting["init0"].Reason != ReasonCrashLoopBackOff {
 		t.Errorf("init back-off: %+v", got)
 	}
@@ -351,22 +351,22 @@ func TestCrashLoopThroughPlan(t *testing.T) {
 		return status(sb(goodSandbox()), cs)
 	}
 	st := crash(0)
-	if a := ComputePodActions(pod, st, now, b.InBackoff); !reflect.DeepEqual(a.ContainersToStart, []int{0}) {
+	if a := ComputePodActions(pod, PlanInputs{Status: st, Now: now, Backoff: b.InBackoff}); !reflect.DeepEqual(a.ContainersToStart, []int{0}) {
 		t.Fatalf("first crash: %+v", a)
 	}
 	for i, wantDelay := range []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second} {
 		now = now.Add(time.Second) // the restarted container ran 1s
 		st = crash(i + 1)
-		a := ComputePodActions(pod, st, now, b.InBackoff)
+		a := ComputePodActions(pod, PlanInputs{Status: st, Now: now, Backoff: b.InBackoff})
 		if len(a.ContainersToStart) != 0 || a.Waiting["a"].Reason != ReasonCrashLoopBackOff || a.RetryAfter != wantDelay || a.KillPod {
 			t.Fatalf("crash %d: %+v", i+1, a)
 		}
 		now = now.Add(wantDelay - time.Millisecond)
-		if a := ComputePodActions(pod, st, now, b.InBackoff); len(a.ContainersToStart) != 0 {
+		if a := ComputePodActions(pod, PlanInputs{Status: st, Now: now, Backoff: b.InBackoff}); len(a.ContainersToStart) != 0 {
 			t.Fatalf("crash %d: started before the delay", i+1)
 		}
 		now = now.Add(time.Millisecond)
-		if a := ComputePodActions(pod, st, now, b.InBackoff); !reflect.DeepEqual(a.ContainersToStart, []int{0}) {
+		if a := ComputePodActions(pod, PlanInputs{Status: st, Now: now, Backoff: b.InBackoff}); !reflect.DeepEqual(a.ContainersToStart, []int{0}) {
 			t.Fatalf("crash %d: not started after the delay: %+v", i+1, a)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,12 +24,40 @@ import (
 // kubelet's CreateContainerConfigError.
 var ErrContainerConfig = errors.New("container configuration")
 
-// EnvSources gives the ConfigMaps and Secrets that env and envFrom refer
-// to. A missing object is reported as an error for which
-// apierrors.IsNotFound holds, or as (nil, nil).
-type EnvSources interface {
-	ConfigMap(ns, name string) (*corev1.ConfigMap, error)
-	Secret(ns, name string) (*corev1.Secret, error)
+// EnvObjects are the ConfigMaps and Secrets of the pod's namespace that a
+// container's env and envFrom refer to (EnvReferences names them), fetched
+// by the caller before the spec is built, so that building it stays a pure
+// function. A name missing from a map is an object that does not exist.
+type EnvObjects struct {
+	ConfigMaps map[string]*corev1.ConfigMap
+	Secrets    map[string]*corev1.Secret
+}
+
+// EnvReferences lists the ConfigMaps and Secrets a container's env and
+// envFrom refer to, each once.
+func EnvReferences(c *corev1.Container) (configMaps, secrets []string) {
+	add := func(list *[]string, name string) {
+		if name != "" && !slices.Contains(*list, name) {
+			*list = append(*list, name)
+		}
+	}
+	for _, from := range c.EnvFrom {
+		if from.ConfigMapRef != nil {
+			add(&configMaps, from.ConfigMapRef.Name)
+		}
+		if from.SecretRef != nil {
+			add(&secrets, from.SecretRef.Name)
+		}
+	}
+	for _, v := range c.Env {
+		if v.ValueFrom != nil && v.ValueFrom.ConfigMapKeyRef != nil {
+			add(&configMaps, v.ValueFrom.ConfigMapKeyRef.Name)
+		}
+		if v.ValueFrom != nil && v.ValueFrom.SecretKeyRef != nil {
+			add(&secrets, v.ValueFrom.SecretKeyRef.Name)
+		}
+	}
+	return configMaps, secrets
 }
 
 // EnvContext is what the environment of a container depends on besides the
@@ -39,7 +68,7 @@ type EnvContext struct {
 	// Allocatable stands in for a limit the container does not set, in
 	// resourceFieldRef (as upstream: the node's allocatable).
 	Allocatable corev1.ResourceList
-	Sources     EnvSources // may be nil when the pod refers to none
+	Objects     EnvObjects
 }
 
 // envList keeps variables in first-definition order with later values
@@ -70,7 +99,7 @@ func (l *envList) slice() []string {
 // are not.
 func ContainerEnv(pod *corev1.Pod, c *corev1.Container, ec EnvContext) ([]string, error) {
 	env := &envList{values: map[string]string{}}
-	cache := &sourceCache{ns: pod.Namespace, src: ec.Sources, cms: map[string]*corev1.ConfigMap{}, secs: map[string]*corev1.Secret{}}
+	cache := &sourceCache{ns: pod.Namespace, objs: ec.Objects}
 	for _, from := range c.EnvFrom {
 		if err := addEnvFrom(env, cache, from); err != nil {
 			return nil, fmt.Errorf("envFrom of container %s: %w", c.Name, err)
@@ -184,48 +213,25 @@ func envValueFrom(pod *corev1.Pod, c *corev1.Container, from *corev1.EnvVarSourc
 	return "", false, errors.New("valueFrom names no source")
 }
 
-// sourceCache fetches each ConfigMap and Secret at most once per container.
+// sourceCache looks up the objects the caller fetched; a missing one is a
+// not-found error, as the API would answer.
 type sourceCache struct {
 	ns   string
-	src  EnvSources
-	cms  map[string]*corev1.ConfigMap
-	secs map[string]*corev1.Secret
+	objs EnvObjects
 }
 
 func (c *sourceCache) configMap(name string) (*corev1.ConfigMap, error) {
-	if cm, ok := c.cms[name]; ok {
+	if cm := c.objs.ConfigMaps[name]; cm != nil {
 		return cm, nil
 	}
-	if c.src == nil {
-		return nil, fmt.Errorf("get configmap %s/%s: no source of configmaps", c.ns, name)
-	}
-	cm, err := c.src.ConfigMap(c.ns, name)
-	if err == nil && cm == nil {
-		err = apierrors.NewNotFound(corev1.Resource("configmaps"), name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get configmap %s/%s: %w", c.ns, name, err)
-	}
-	c.cms[name] = cm
-	return cm, nil
+	return nil, fmt.Errorf("get configmap %s/%s: %w", c.ns, name, apierrors.NewNotFound(corev1.Resource("configmaps"), name))
 }
 
 func (c *sourceCache) secret(name string) (*corev1.Secret, error) {
-	if s, ok := c.secs[name]; ok {
+	if s := c.objs.Secrets[name]; s != nil {
 		return s, nil
 	}
-	if c.src == nil {
-		return nil, fmt.Errorf("get secret %s/%s: no source of secrets", c.ns, name)
-	}
-	s, err := c.src.Secret(c.ns, name)
-	if err == nil && s == nil {
-		err = apierrors.NewNotFound(corev1.Resource("secrets"), name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get secret %s/%s: %w", c.ns, name, err)
-	}
-	c.secs[name] = s
-	return s, nil
+	return nil, fmt.Errorf("get secret %s/%s: %w", c.ns, name, apierrors.NewNotFound(corev1.Resource("secrets"), name))
 }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }

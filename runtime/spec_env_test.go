@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -64,35 +63,6 @@ func TestProcessArgs(t *testing.T) {
 	}
 }
 
-type fakeSources struct {
-	cms     map[string]*corev1.ConfigMap
-	secrets map[string]*corev1.Secret
-	err     error
-	calls   int
-}
-
-func (f *fakeSources) ConfigMap(ns, name string) (*corev1.ConfigMap, error) {
-	f.calls++
-	if f.err != nil {
-		return nil, f.err
-	}
-	if cm, ok := f.cms[ns+"/"+name]; ok {
-		return cm, nil
-	}
-	return nil, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
-}
-
-func (f *fakeSources) Secret(ns, name string) (*corev1.Secret, error) {
-	f.calls++
-	if f.err != nil {
-		return nil, f.err
-	}
-	if s, ok := f.secrets[ns+"/"+name]; ok {
-		return s, nil
-	}
-	return nil, nil // (nil, nil) counts as not found
-}
-
 func envPod() *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -110,15 +80,15 @@ func fieldEnv(name, path string) corev1.EnvVar {
 
 func TestContainerEnv(t *testing.T) {
 	yes := true
-	src := &fakeSources{
-		cms: map[string]*corev1.ConfigMap{
-			"prod/cfg": {Data: map[string]string{"LEVEL": "debug", "b": "2", "bad=key": "x"}},
+	src := EnvObjects{
+		ConfigMaps: map[string]*corev1.ConfigMap{
+			"cfg": {Data: map[string]string{"LEVEL": "debug", "b": "2", "bad=key": "x"}},
 		},
-		secrets: map[string]*corev1.Secret{
-			"prod/sec": {Data: map[string][]byte{"PASS": []byte("s3cret")}},
+		Secrets: map[string]*corev1.Secret{
+			"sec": {Data: map[string][]byte{"PASS": []byte("s3cret")}},
 		},
 	}
-	ec := EnvContext{PodIPs: []string{"10.1.0.5", "fd00::5"}, HostIPs: []string{"192.0.2.1"}, Sources: src,
+	ec := EnvContext{PodIPs: []string{"10.1.0.5", "fd00::5"}, HostIPs: []string{"192.0.2.1"}, Objects: src,
 		Allocatable: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourceCPU: resource.MustParse("2")}}
 	resRef := func(name, res, div string) corev1.EnvVar {
 		ref := &corev1.ResourceFieldSelector{Resource: res}
@@ -199,29 +169,33 @@ func TestContainerEnv(t *testing.T) {
 	}
 }
 
-func TestContainerEnvSourceErrorsAndCache(t *testing.T) {
-	boom := errors.New("boom")
+func TestEnvReferences(t *testing.T) {
 	yes := true
-	c := &corev1.Container{Name: "app", Env: []corev1.EnvVar{
-		{Name: "L", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: "k", Optional: &yes}}},
-	}}
-	// An optional reference tolerates only "not found", not other errors.
-	_, err := ContainerEnv(envPod(), c, EnvContext{Sources: &fakeSources{err: boom}})
-	if !errors.Is(err, boom) {
-		t.Fatalf("err = %v, want boom", err)
+	c := &corev1.Container{Name: "app",
+		EnvFrom: []corev1.EnvFromSource{
+			{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "a"}}},
+			{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}},
+		},
+		Env: []corev1.EnvVar{
+			{Name: "X", Value: "plain"},
+			{Name: "L", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "b"}, Key: "k", Optional: &yes}}},
+			{Name: "M", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "a"}, Key: "k"}}},
+			{Name: "P", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "t"}, Key: "k"}}},
+		},
 	}
-	// No sources at all is an error for a pod that needs them.
-	if _, err := ContainerEnv(envPod(), c, EnvContext{}); err == nil {
-		t.Fatal("want error without sources")
+	cms, secs := EnvReferences(c)
+	if !reflect.DeepEqual(cms, []string{"a", "b"}) || !reflect.DeepEqual(secs, []string{"s", "t"}) {
+		t.Fatalf("EnvReferences = %v, %v", cms, secs)
 	}
-	// One fetch per object per container.
-	src := &fakeSources{cms: map[string]*corev1.ConfigMap{"prod/cfg": {Data: map[string]string{"a": "1", "b": "2"}}}}
-	ref := func(name, key string) corev1.EnvVar {
-		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: key}}}
+	// A missing object is "not found": an optional reference skips it, a
+	// required one is an error.
+	opt := &corev1.Container{Name: "app", Env: c.Env[1:2]}
+	if env, err := ContainerEnv(envPod(), opt, EnvContext{}); err != nil || len(env) != 0 {
+		t.Fatalf("optional missing: %v, %v", env, err)
 	}
-	c2 := &corev1.Container{Name: "app", Env: []corev1.EnvVar{ref("A", "a"), ref("B", "b")}}
-	if _, err := ContainerEnv(envPod(), c2, EnvContext{Sources: src}); err != nil || src.calls != 1 {
-		t.Fatalf("err %v, calls %d, want nil, 1", err, src.calls)
+	req := &corev1.Container{Name: "app", Env: c.Env[2:3]}
+	if _, err := ContainerEnv(envPod(), req, EnvContext{}); err == nil {
+		t.Fatal("required missing: want an error")
 	}
 }
 

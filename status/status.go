@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodelet/nodelet/controlplane/registry"
+	"github.com/nodelet/nodelet/podresources"
 	"github.com/nodelet/nodelet/runtime"
 )
 
@@ -53,7 +53,7 @@ func Compute(pod *corev1.Pod, rs *runtime.PodStatus, in Inputs) corev1.PodStatus
 		old = *in.OldStatus
 	}
 	var s corev1.PodStatus
-	s.QOSClass = registry.QOSClass(pod)
+	s.QOSClass = podresources.QOSClass(pod)
 	hasInit := len(pod.Spec.InitContainers) > 0
 	s.ContainerStatuses = containerStatuses(pod, rs, old.ContainerStatuses, pod.Spec.Containers, hasInit, false, in)
 	s.InitContainerStatuses = containerStatuses(pod, rs, old.InitContainerStatuses, pod.Spec.InitContainers, hasInit, true, in)

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/nodelet/nodelet/podresources"
 )
 
 func podResource(opts Options) *Resource {
@@ -53,7 +55,7 @@ func podResource(opts Options) *Resource {
 func preparePodForCreate(pod *corev1.Pod) {
 	pod.Status = corev1.PodStatus{
 		Phase:    corev1.PodPending,
-		QOSClass: QOSClass(pod),
+		QOSClass: podresources.QOSClass(pod),
 	}
 	if len(pod.Spec.SchedulingGates) > 0 {
 		pod.Status.Conditions = []corev1.PodCondition{{

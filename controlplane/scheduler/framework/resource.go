@@ -6,13 +6,15 @@ package framework
 
 import (
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/podresources"
 )
 
 // Defaults upstream uses for scoring containers that request nothing, so
 // that "best effort" pods still spread instead of piling onto one node.
 const (
-	DefaultMilliCPURequest int64 = 100
-	DefaultMemoryRequest   int64 = 200 * 1024 * 1024
+	DefaultMilliCPURequest = podresources.DefaultMilliCPURequest
+	DefaultMemoryRequest   = podresources.DefaultMemoryRequest
 )
 
 // Resource is an amount of the resources the scheduler accounts for.
@@ -63,49 +65,15 @@ func ResourceFromList(rl corev1.ResourceList) Resource {
 	return r
 }
 
-// nonZero is ResourceFromList with upstream's scoring defaults for an
-// unset cpu or memory request.
-func nonZero(rl corev1.ResourceList) Resource {
-	r := ResourceFromList(rl)
-	if _, ok := rl[corev1.ResourceCPU]; !ok {
-		r.MilliCPU = DefaultMilliCPURequest
-	}
-	if _, ok := rl[corev1.ResourceMemory]; !ok {
-		r.Memory = DefaultMemoryRequest
-	}
-	return r
-}
-
 // PodRequests computes what a pod asks a node for, as upstream does: the
 // sum of its containers plus restartable (sidecar) init containers, at
 // least the peak of any regular init container running next to the
 // sidecars started before it, plus the pod overhead. nonZero uses the
 // scoring defaults for containers without cpu or memory requests.
 func PodRequests(spec *corev1.PodSpec, useNonZero bool) Resource {
-	read := ResourceFromList
+	pod := &corev1.Pod{Spec: *spec}
 	if useNonZero {
-		read = nonZero
+		return ResourceFromList(podresources.NonZeroRequests(pod))
 	}
-	var reqs Resource
-	for i := range spec.Containers {
-		reqs.Add(read(spec.Containers[i].Resources.Requests))
-	}
-	var sidecars, initPeak Resource
-	for i := range spec.InitContainers {
-		c := &spec.InitContainers[i]
-		cr := read(c.Resources.Requests)
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			reqs.Add(cr)
-			sidecars.Add(cr)
-			cr = sidecars
-		} else {
-			cr.Add(sidecars)
-		}
-		initPeak.SetMax(cr)
-	}
-	reqs.SetMax(initPeak)
-	if spec.Overhead != nil {
-		reqs.Add(ResourceFromList(spec.Overhead))
-	}
-	return reqs
+	return ResourceFromList(podresources.Requests(pod))
 }

@@ -1,4 +1,4 @@
-package registry
+package podresources
 
 import (
 	corev1 "k8s.io/api/core/v1"
