@@ -40,6 +40,7 @@ const (
 	LabelStartedAt  = "io.nodelet.started-at"  // RFC 3339, set when the task started
 	LabelFinishedAt = "io.nodelet.finished-at" // RFC 3339, set when the exit was recorded
 	LabelExitCode   = "io.nodelet.exit-code"
+	LabelOOMKilled  = "io.nodelet.oom-killed" // "true" once the OOM killer acted in the container
 
 	kindSandbox   = "sandbox"
 	kindContainer = "container"

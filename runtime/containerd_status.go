@@ -216,6 +216,9 @@ func containerStatus(ct containers.Container, t taskInfo, hasTask bool) Containe
 		s.State, s.Reason = StateUnknown, "TaskLost" // started, no task, no exit record
 	}
 	if s.State == StateExited {
+		if l[LabelOOMKilled] == "true" {
+			s.Reason = "OOMKilled"
+		}
 		s.Message = terminationMessage(l, s.ExitCode)
 	}
 	return s
@@ -280,8 +283,9 @@ const eventBuffer = 128
 // loses exits rather than blocking containerd's event stream.
 func (c *Containerd) Events(ctx context.Context) <-chan TaskExit {
 	out := make(chan TaskExit, eventBuffer)
-	filter := fmt.Sprintf(`topic=="/tasks/exit",namespace==%q`, c.cfg.Namespace)
-	envs, errs := c.client.Subscribe(ctx, filter)
+	envs, errs := c.client.Subscribe(ctx,
+		fmt.Sprintf(`topic=="/tasks/exit",namespace==%q`, c.cfg.Namespace),
+		fmt.Sprintf(`topic=="/tasks/oom",namespace==%q`, c.cfg.Namespace))
 	go func() {
 		defer close(out)
 		for {
@@ -294,6 +298,10 @@ func (c *Containerd) Events(ctx context.Context) <-chan TaskExit {
 				}
 				return
 			case env := <-envs:
+				if id, ok := taskOOM(env.Event); ok {
+					c.recordOOM(ctx, id)
+					continue
+				}
 				if e, ok := taskExit(env.Event); ok {
 					select {
 					case out <- e:
@@ -305,6 +313,40 @@ func (c *Containerd) Events(ctx context.Context) <-chan TaskExit {
 		}
 	}()
 	return out
+}
+
+// taskOOM decodes a /tasks/oom event: the kernel's OOM killer acted in
+// the container's cgroup (the shim watches memory.oom_control on v1 and
+// memory.events on v2).
+func taskOOM(ev typeurl.Any) (string, bool) {
+	if ev == nil {
+		return "", false
+	}
+	v, err := typeurl.UnmarshalAny(ev)
+	if err != nil {
+		return "", false
+	}
+	e, ok := v.(*apievents.TaskOOM)
+	if !ok || e.ContainerID == "" {
+		return "", false
+	}
+	return e.ContainerID, true
+}
+
+// recordOOM marks the container as OOM-killed (LabelOOMKilled), so that
+// its exit reads OOMKilled now and after a restart of the nodelet. An
+// OOM kill that happens while no nodelet listens is not seen.
+func (c *Containerd) recordOOM(ctx context.Context, id string) {
+	ctx = c.nsCtx(ctx)
+	cont, err := c.client.LoadContainer(ctx, id)
+	if err != nil {
+		return // gone already, or not ours
+	}
+	if _, err := cont.SetLabels(ctx, map[string]string{LabelOOMKilled: "true"}); err != nil {
+		c.log.Warn("record OOM kill", "container", id, "err", err)
+		return
+	}
+	c.log.Info("container OOM-killed", "container", id)
 }
 
 // taskExit decodes a /tasks/exit event of a container's main process
