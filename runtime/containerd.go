@@ -552,16 +552,21 @@ func (c *Containerd) stopTask(ctx context.Context, id string, grace time.Duratio
 		return fmt.Errorf("task status: %w", err)
 	}
 	if err == nil && st.Status != containerd.Stopped {
-		if err := killAndWait(ctx, task, grace); err != nil {
+		sig, err := containerd.GetStopSignal(ctx, cont, syscall.SIGTERM)
+		if err != nil {
+			sig = syscall.SIGTERM
+		}
+		if err := killAndWait(ctx, task, sig, grace); err != nil {
 			return err
 		}
 	}
 	return c.reap(ctx, cont, task)
 }
 
-// killAndWait delivers SIGTERM (when grace > 0), waits up to grace, then
-// SIGKILL and waits for the exit.
-func killAndWait(ctx context.Context, task containerd.Task, grace time.Duration) error {
+// killAndWait delivers the stop signal (when grace > 0: SIGTERM or the
+// image's STOPSIGNAL), waits up to grace, then SIGKILL and waits for the
+// exit.
+func killAndWait(ctx context.Context, task containerd.Task, stop syscall.Signal, grace time.Duration) error {
 	waitCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	exited, err := task.Wait(waitCtx)
@@ -569,8 +574,8 @@ func killAndWait(ctx context.Context, task containerd.Task, grace time.Duration)
 		return fmt.Errorf("wait task: %w", err)
 	}
 	if grace > 0 {
-		if err := task.Kill(ctx, syscall.SIGTERM); err != nil && !errdefs.IsNotFound(err) {
-			return fmt.Errorf("SIGTERM: %w", err)
+		if err := task.Kill(ctx, stop); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("stop signal %d: %w", stop, err)
 		}
 		timer := time.NewTimer(grace)
 		defer timer.Stop()
@@ -601,6 +606,8 @@ func (c *Containerd) newContainer(ctx context.Context, id string, img containerd
 		containerd.WithSnapshotter(c.cfg.SnapshotterName),
 		containerd.WithNewSnapshot(id, img),
 		containerd.WithContainerLabels(labels),
+		// The image's STOPSIGNAL, read back by stopTask.
+		containerd.WithImageStopSignal(img, "SIGTERM"),
 		containerd.WithSpec(spec),
 		containerd.WithRuntime(c.cfg.Runtime, c.runtimeOptions()),
 	)
