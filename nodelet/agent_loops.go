@@ -15,7 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/nodelet/nodelet/admission"
 	"github.com/nodelet/nodelet/nodestatus"
@@ -123,6 +126,7 @@ func nilIfDone(ctx context.Context, err error) error {
 // wire builds the status manager, node status, PLEG, Syncer, pod workers
 // and the pod informer.
 func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
+	recorder, nodeEvent := a.events(ctx)
 	w := &wired{components: c, hints: make(chan struct{}, 1), rejected: map[types.UID]bool{}}
 	var workers *podworkers.Workers // set below; the closures run later
 	w.status = status.NewManager(status.ManagerConfig{Client: a.client, Log: a.log.With("component", "status"),
@@ -135,15 +139,16 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	}
 	w.node, err = nodestatus.New(nodestatus.Config{Client: a.client, NodeName: a.cfg.NodeName, NodeIP: a.cfg.NodeIP,
 		RootDir: a.cfg.RootDir, PodCIDR: a.cfg.PodCIDR, SystemReserved: a.cfg.SystemReserved, KubeReserved: a.cfg.KubeReserved,
-		ContainerRuntimeVersion: runtimeVersion(ctx, c.rt), DaemonPort: int32(max(a.cfg.Port, 0)),
+		ContainerRuntimeVersion: runtimeVersion(ctx, c.rt), Event: nodeEvent, DaemonPort: int32(max(a.cfg.Port, 0)),
 		Readiness: func() error { return readiness(w.pleg, c.net) }, Log: a.log.With("component", "nodestatus")})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
 	}
 	syncer, err := NewSyncer(SyncerConfig{Runtime: c.rt, Network: c.net, Cgroups: c.cg, CgroupDriver: c.driver,
 		Volumes: c.vols, Status: w.status, PodStatus: c.rt.PodStatus,
-		Backoff: runtime.NewBackoff(10*time.Second, 5*time.Minute, time.Now),
-		Requeue: func(pod *corev1.Pod, after time.Duration) { workers.SyncAfter(pod.UID, after) }, EnvSource: apiEnvSource{a.client},
+		Backoff:  runtime.NewBackoff(10*time.Second, 5*time.Minute, time.Now),
+		Requeue:  func(pod *corev1.Pod, after time.Duration) { workers.SyncAfter(pod.UID, after) },
+		Recorder: recorder, EnvSource: apiEnvSource{a.client},
 		PauseImage: a.cfg.PodInfraImage, NodeName: a.cfg.NodeName, NodeIP: w.node.Host().InternalIP,
 		ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain,
 		PodFilesDir: filepath.Join(a.cfg.RootDir, "pod-files"), LogRoot: a.cfg.LogRoot, OOMScoreAdjFloor: c.floor,
@@ -392,4 +397,16 @@ func (a *Agent) reconcileNetwork(ctx context.Context, w *wired) error {
 		}
 	}
 	return w.net.Reconcile(ctx, live)
+}
+
+// events starts the event broadcaster (client-go's: rate-limited,
+// aggregated, written through the API) until ctx ends, and returns the
+// pods' recorder and the node's.
+func (a *Agent) events(ctx context.Context) (record.EventRecorder, func(eventtype, reason, message string)) {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
+	go func() { <-ctx.Done(); b.Shutdown() }()
+	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: a.cfg.NodeName})
+	node := &corev1.ObjectReference{Kind: "Node", Name: a.cfg.NodeName, UID: types.UID(a.cfg.NodeName)}
+	return rec, func(eventtype, reason, message string) { rec.Event(node, eventtype, reason, message) }
 }

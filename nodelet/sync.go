@@ -30,6 +30,7 @@ import (
 // Runtime is what the Syncer uses of *runtime.Containerd.
 type Runtime interface {
 	EnsureImage(ctx context.Context, ref string, policy corev1.PullPolicy) (runtime.Image, error)
+	ImagePresent(ctx context.Context, ref string) bool
 	RunSandbox(ctx context.Context, pod *corev1.Pod, cfg runtime.SandboxConfig) (string, error)
 	SetSandboxIP(ctx context.Context, id, ip string) error
 	StopSandbox(ctx context.Context, id string) error
@@ -74,6 +75,9 @@ type SyncerConfig struct {
 	// PodStatus reads the runtime's state of a pod, fresh (not a stale
 	// cache): PodStatusFromList(rt.PodStatuses) or the PLEG cache.
 	PodStatus PodStatusFunc
+	// Recorder, optional, records the pod's events (Pulling, Created,
+	// Started, Killing, BackOff, ...).
+	Recorder EventRecorder
 	// EnvSource gives the ConfigMaps and Secrets that env and envFrom
 	// refer to; the Syncer fetches them before building a container's spec.
 	EnvSource EnvSource
@@ -205,6 +209,9 @@ func (s *Syncer) SyncPod(ctx context.Context, pod *corev1.Pod) error {
 	waiting := map[string]corev1.ContainerStateWaiting{}
 	for k, v := range actions.Waiting {
 		waiting[k] = v
+		if v.Reason == runtime.ReasonCrashLoopBackOff {
+			s.containerEvent(pod, k, corev1.EventTypeWarning, eventBackOff, "Back-off restarting failed container %s in pod %s", k, podRef(pod))
+		}
 	}
 	actErr := s.act(ctx, pod, rs, &actions, waiting)
 	if actions.RetryAfter > 0 && s.cfg.Requeue != nil {
@@ -241,11 +248,19 @@ func (s *Syncer) reportStatus(ctx context.Context, pod *corev1.Pod, waiting map[
 // act carries out the plan; waiting collects why containers wait.
 func (s *Syncer) act(ctx context.Context, pod *corev1.Pod, rs *runtime.PodStatus, a *runtime.PodActions, waiting map[string]corev1.ContainerStateWaiting) error {
 	if a.KillPod {
+		if a.CreateSandbox && rs.LatestSandbox() != nil {
+			s.podEvent(pod, corev1.EventTypeNormal, eventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
+		}
 		if err := s.killPod(ctx, pod, rs, -1); err != nil {
 			return err
 		}
 	}
 	for id, info := range a.ContainersToKill {
+		msg := info.Message
+		if msg == "" {
+			msg = "Stopping container " + info.Name
+		}
+		s.containerEvent(pod, info.Name, corev1.EventTypeNormal, eventKilling, "%s", msg)
 		if err := s.cfg.Runtime.StopContainer(ctx, id, gracePeriod(pod, -1)); err != nil {
 			return fmt.Errorf("kill container %s (%s: %s) of pod %s: %w", info.Name, id, info.Reason, podRef(pod), err)
 		}
@@ -259,6 +274,7 @@ func (s *Syncer) act(ctx context.Context, pod *corev1.Pod, rs *runtime.PodStatus
 	}
 	mounts, err := s.cfg.Volumes.SetupPod(ctx, pod)
 	if err != nil {
+		s.podEvent(pod, corev1.EventTypeWarning, eventFailedMount, "MountVolume.SetUp failed: %v", err)
 		return fmt.Errorf("set up volumes of pod %s: %w", podRef(pod), err)
 	}
 	sb := sandboxInfo{id: a.SandboxID}
@@ -266,6 +282,7 @@ func (s *Syncer) act(ctx context.Context, pod *corev1.Pod, rs *runtime.PodStatus
 	// behind init containers) by status.Compute's default meanwhile.
 	if a.CreateSandbox {
 		if sb, err = s.createSandbox(ctx, pod, podCgroup, a.Attempt); err != nil {
+			s.podEvent(pod, corev1.EventTypeWarning, eventFailedSandbox, "Failed to create pod sandbox: %v", err)
 			return err
 		}
 	} else if cur := rs.LatestSandbox(); cur != nil {

@@ -35,6 +35,8 @@ func (f *fakeRuntime) EnsureImage(_ context.Context, ref string, _ corev1.PullPo
 	return runtime.Image{Ref: ref}, nil
 }
 
+func (f *fakeRuntime) ImagePresent(context.Context, string) bool { return true }
+
 func (f *fakeRuntime) RunSandbox(_ context.Context, _ *corev1.Pod, cfg runtime.SandboxConfig) (string, error) {
 	f.calls = append(f.calls, "RunSandbox "+cfg.NetNSPath)
 	if f.runErr != nil {

@@ -143,6 +143,7 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 	envObjs, err := s.envObjects(ctx, pod, c)
 	if err != nil {
 		setWaiting(waiting, c.Name, "CreateContainerConfigError", err.Error())
+		s.containerEvent(pod, c.Name, corev1.EventTypeWarning, eventFailed, "Error: %v", err)
 		return wrap("create", err)
 	}
 	termLog, err := s.terminationLogFile(pod, c, attempt)
@@ -170,12 +171,16 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 			reason = "CreateContainerConfigError"
 		}
 		setWaiting(waiting, c.Name, reason, err.Error())
+		s.containerEvent(pod, c.Name, corev1.EventTypeWarning, eventFailed, "Error: %v", err)
 		return wrap("create", err)
 	}
+	s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventCreated, "Created container %s", c.Name)
 	if err := s.cfg.Runtime.StartContainer(ctx, id); err != nil {
 		setWaiting(waiting, c.Name, "RunContainerError", err.Error())
+		s.containerEvent(pod, c.Name, corev1.EventTypeWarning, eventFailed, "Error: %v", err)
 		return wrap("start", err)
 	}
+	s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventStarted, "Started container %s", c.Name)
 	delete(waiting, c.Name)
 	s.log.Info("container started", "pod", podRef(pod), "container", c.Name, "id", id, "attempt", attempt)
 	return nil
@@ -215,13 +220,27 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 	if failed && pf.image == c.Image && now.Before(pf.until) {
 		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
 		setWaiting(waiting, c.Name, "ImagePullBackOff", msg)
+		s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventBackOff, "%s", msg)
 		return runtime.Image{}, errors.New(msg)
 	}
 	policy := c.ImagePullPolicy
 	if policy == "" {
 		policy = corev1.PullIfNotPresent
 	}
+	pull := policy == corev1.PullAlways || (policy == corev1.PullIfNotPresent && !s.cfg.Runtime.ImagePresent(ctx, c.Image))
+	if pull {
+		s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventPulling, "Pulling image %q", c.Image)
+	}
+	start := time.Now()
 	img, err := s.cfg.Runtime.EnsureImage(ctx, c.Image, policy)
+	switch {
+	case err != nil:
+		s.containerEvent(pod, c.Name, corev1.EventTypeWarning, eventFailed, "Failed to pull image %q: %v", c.Image, err)
+	case pull:
+		s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventPulled, "Successfully pulled image %q in %s", c.Image, time.Since(start).Round(time.Millisecond))
+	default:
+		s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventPulled, "Container image %q already present on machine", c.Image)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil {
@@ -275,6 +294,7 @@ func (s *Syncer) stopContainers(ctx context.Context, pod *corev1.Pod, rs *runtim
 			continue
 		}
 		n++
+		s.containerEvent(pod, cs.Name, corev1.EventTypeNormal, eventKilling, "Stopping container %s", cs.Name)
 		go func(cs runtime.ContainerStatus) {
 			if err := s.cfg.Runtime.StopContainer(ctx, cs.ID, d); err != nil {
 				errc <- fmt.Errorf("stop container %s (%s) of pod %s: %w", cs.Name, cs.ID, podRef(pod), err)

@@ -52,6 +52,9 @@ type Config struct {
 	// and set on the Node when it is created.
 	PodCIDR                 string
 	ContainerRuntimeVersion string // e.g. "containerd://1.6.20"
+	// Event, optional, records an event about the node (Starting,
+	// NodeReady, NodeNotReady), as upstream's kubelet does.
+	Event func(eventtype, reason, message string)
 	// DaemonPort is the port of the nodelet's HTTPS API, published as
 	// status.daemonEndpoints.kubeletEndpoint.port (0: none).
 	DaemonPort int32
@@ -160,6 +163,9 @@ func (s *Syncer) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	if s.cfg.Event != nil {
+		s.cfg.Event(corev1.EventTypeNormal, "Starting", "Starting kubelet.")
+	}
 	go s.watchNode(ctx)
 	s.syncStatus(ctx)
 	s.renewLease(ctx)
@@ -234,7 +240,30 @@ func (s *Syncer) tryUpdateStatus(ctx context.Context) error {
 		return fmt.Errorf("update status of node %s: %w", s.cfg.NodeName, err)
 	}
 	s.lastReport = o.Now.Time
+	s.readinessEvent(readyStatus(&node.Status), readyStatus(&updated.Status))
 	return nil
+}
+
+func readyStatus(st *corev1.NodeStatus) corev1.ConditionStatus {
+	for _, c := range st.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// readinessEvent records NodeReady or NodeNotReady when this nodelet's
+// write changed the node's Ready condition.
+func (s *Syncer) readinessEvent(before, after corev1.ConditionStatus) {
+	if s.cfg.Event == nil || before == after {
+		return
+	}
+	if after == corev1.ConditionTrue {
+		s.cfg.Event(corev1.EventTypeNormal, "NodeReady", fmt.Sprintf("Node %s status is now: NodeReady", s.cfg.NodeName))
+	} else {
+		s.cfg.Event(corev1.EventTypeNormal, "NodeNotReady", fmt.Sprintf("Node %s status is now: NodeNotReady", s.cfg.NodeName))
+	}
 }
 
 // observeNode records what the node object says: its UID and pod CIDR.

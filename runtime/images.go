@@ -102,6 +102,17 @@ func (c *Containerd) EnsureImage(ctx context.Context, ref string, policy corev1.
 	return c.describeImage(ctx, img)
 }
 
+// ImagePresent tells whether the image is in containerd's store (so that
+// IfNotPresent will not pull it).
+func (c *Containerd) ImagePresent(ctx context.Context, ref string) bool {
+	name, err := NormalizeImageRef(ref)
+	if err != nil {
+		return false
+	}
+	_, err = c.client.GetImage(c.nsCtx(ctx), name)
+	return err == nil
+}
+
 // describeImage unpacks img when needed and reads its configuration.
 func (c *Containerd) describeImage(ctx context.Context, img containerd.Image) (Image, error) {
 	name := img.Name()
