@@ -223,7 +223,8 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: network: %w", err)
 	}
-	if c.vols, err = volumes.New(volumes.Config{RootDir: a.cfg.RootDir, Log: a.log.With("component", "volumes")}); err != nil {
+	if c.vols, err = volumes.New(volumes.Config{RootDir: a.cfg.RootDir, Sources: apiObjects{a.client},
+		NodeAllocatable: func() corev1.ResourceList { return alloc }, Log: a.log.With("component", "volumes")}); err != nil {
 		return nil, fmt.Errorf("nodelet: volumes: %w", err)
 	}
 	return c, nil

@@ -148,7 +148,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		Volumes: c.vols, Status: w.status, PodStatus: c.rt.PodStatus,
 		Backoff:  runtime.NewBackoff(10*time.Second, 5*time.Minute, time.Now),
 		Requeue:  func(pod *corev1.Pod, after time.Duration) { workers.SyncAfter(pod.UID, after) },
-		Recorder: recorder, EnvSource: apiEnvSource{a.client},
+		Recorder: recorder, EnvSource: apiObjects{a.client},
 		PauseImage: a.cfg.PodInfraImage, NodeName: a.cfg.NodeName, NodeIP: w.node.Host().InternalIP,
 		ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain,
 		PodFilesDir: filepath.Join(a.cfg.RootDir, "pod-files"), LogRoot: a.cfg.LogRoot, OOMScoreAdjFloor: c.floor,

@@ -20,20 +20,21 @@ type EnvSource interface {
 	Secret(ctx context.Context, ns, name string) (*corev1.Secret, error)
 }
 
-// apiEnvSource reads them straight from the API server when a container
-// is created (upstream's "Get" strategy): always current, and no watch
-// per object.
-type apiEnvSource struct{ client kubernetes.Interface }
+// apiObjects reads ConfigMaps and Secrets straight from the API server,
+// for env when a container is created and for volumes at each sync
+// (upstream's "Get" strategy): always current, no watch per object, one
+// GET per object and sync.
+type apiObjects struct{ client kubernetes.Interface }
 
 const envSourceTimeout = 10 * time.Second
 
-func (s apiEnvSource) ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+func (s apiObjects) ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
 	ctx, cancel := context.WithTimeout(ctx, envSourceTimeout)
 	defer cancel()
 	return s.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
-func (s apiEnvSource) Secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+func (s apiObjects) Secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
 	ctx, cancel := context.WithTimeout(ctx, envSourceTimeout)
 	defer cancel()
 	return s.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})

@@ -50,6 +50,12 @@ type Network interface {
 // Volumes is what the Syncer uses of *volumes.Manager.
 type Volumes interface {
 	SetupPod(ctx context.Context, pod *corev1.Pod) (map[string]volumes.Mount, error)
+	// UpdatePod rewrites configMap, secret, downwardAPI and projected
+	// volumes whose content changed.
+	UpdatePod(ctx context.Context, pod *corev1.Pod) error
+	// PrepareSubPath resolves a volumeMount's subPath inside its volume
+	// (creating it when missing) and returns the host path to bind.
+	PrepareSubPath(pod *corev1.Pod, container string, index int, volume string, mnt volumes.Mount, sub string) (string, error)
 	TeardownPod(ctx context.Context, uid types.UID) error
 }
 
@@ -277,6 +283,11 @@ func (s *Syncer) act(ctx context.Context, pod *corev1.Pod, rs *runtime.PodStatus
 		s.podEvent(pod, corev1.EventTypeWarning, eventFailedMount, "MountVolume.SetUp failed: %v", err)
 		return fmt.Errorf("set up volumes of pod %s: %w", podRef(pod), err)
 	}
+	// Objects changed since: the running containers see the new content
+	// (the old stays in place on failure).
+	if err := s.cfg.Volumes.UpdatePod(ctx, pod); err != nil {
+		s.podEvent(pod, corev1.EventTypeWarning, eventFailedMount, "MountVolume.Update failed: %v", err)
+	}
 	sb := sandboxInfo{id: a.SandboxID}
 	// Containers with no status show ContainerCreating (PodInitializing
 	// behind init containers) by status.Compute's default meanwhile.
@@ -288,7 +299,7 @@ func (s *Syncer) act(ctx context.Context, pod *corev1.Pod, rs *runtime.PodStatus
 	} else if cur := rs.LatestSandbox(); cur != nil {
 		sb.ip = cur.IP
 	}
-	pc := podContext{pod: pod, sandbox: sb, podCgroup: podCgroup, volumes: hostPaths(mounts), rs: rs}
+	pc := podContext{pod: pod, sandbox: sb, podCgroup: podCgroup, volumes: mounts, rs: rs}
 	if err := s.writePodFiles(&pc); err != nil {
 		return err
 	}
@@ -308,10 +319,10 @@ func setWaiting(w map[string]corev1.ContainerStateWaiting, name, reason, msg str
 	w[name] = corev1.ContainerStateWaiting{Reason: reason, Message: msg}
 }
 
-func hostPaths(m map[string]volumes.Mount) map[string]string {
-	out := make(map[string]string, len(m))
+func volumeSources(m map[string]volumes.Mount) map[string]runtime.VolumeSource {
+	out := make(map[string]runtime.VolumeSource, len(m))
 	for name, v := range m {
-		out[name] = v.HostPath
+		out[name] = runtime.VolumeSource{HostPath: v.HostPath, ReadOnly: v.ReadOnly}
 	}
 	return out
 }

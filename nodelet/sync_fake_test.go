@@ -121,6 +121,10 @@ type fakeVolumes struct{ torn int }
 func (f *fakeVolumes) SetupPod(context.Context, *corev1.Pod) (map[string]volumes.Mount, error) {
 	return map[string]volumes.Mount{}, nil
 }
+func (f *fakeVolumes) UpdatePod(context.Context, *corev1.Pod) error { return nil }
+func (f *fakeVolumes) PrepareSubPath(_ *corev1.Pod, _ string, _ int, _ string, mnt volumes.Mount, sub string) (string, error) {
+	return mnt.HostPath + "/" + sub, nil
+}
 func (f *fakeVolumes) TeardownPod(context.Context, types.UID) error { f.torn++; return nil }
 
 type fakeSetup struct {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodelet/nodelet/cgroups"
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/volumes"
 )
 
 // sandboxInfo is the sandbox the pod's containers join.
@@ -25,7 +26,7 @@ type podContext struct {
 	pod       *corev1.Pod
 	sandbox   sandboxInfo
 	podCgroup string
-	volumes   map[string]string
+	volumes   map[string]volumes.Mount
 	rs        *runtime.PodStatus
 	hosts     string
 	resolv    string
@@ -146,6 +147,13 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 		s.containerEvent(pod, c.Name, corev1.EventTypeWarning, eventFailed, "Error: %v", err)
 		return wrap("create", err)
 	}
+	envCtx := runtime.EnvContext{PodIPs: podIPs, HostIPs: hostIPs, Objects: envObjs}
+	subPaths, err := s.subPaths(pc, c, envCtx)
+	if err != nil {
+		setWaiting(waiting, c.Name, "CreateContainerConfigError", err.Error())
+		s.containerEvent(pod, c.Name, corev1.EventTypeWarning, eventFailed, "Error: %v", err)
+		return wrap("create", err)
+	}
 	termLog, err := s.terminationLogFile(pod, c, attempt)
 	if err != nil {
 		setWaiting(waiting, c.Name, "CreateContainerError", err.Error())
@@ -155,8 +163,9 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 		SandboxID: pc.sandbox.id, Image: img, ImageName: c.Image, Attempt: attempt, Init: init,
 		SpecConfig: runtime.ContainerSpecConfig{
 			CgroupsPath:        cgroups.ContainerCgroupsPath(s.cfg.CgroupDriver, pc.podCgroup, "ctr-"+newNetworkID()),
-			Env:                runtime.EnvContext{PodIPs: podIPs, HostIPs: hostIPs, Objects: envObjs},
-			Volumes:            pc.volumes,
+			Env:                envCtx,
+			Volumes:            volumeSources(pc.volumes),
+			SubPaths:           subPaths,
 			Hostname:           hostname,
 			HostsPath:          pc.hosts,
 			ResolvConfPath:     pc.resolv,
@@ -184,6 +193,37 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 	delete(waiting, c.Name)
 	s.log.Info("container started", "pod", podRef(pod), "container", c.Name, "id", id, "attempt", attempt)
 	return nil
+}
+
+// subPaths prepares the container's subPath mounts (subPathExpr expanded
+// with the container's environment), by index in its VolumeMounts.
+func (s *Syncer) subPaths(pc *podContext, c *corev1.Container, envCtx runtime.EnvContext) (map[int]string, error) {
+	var env []string
+	out := map[int]string{}
+	for i, vm := range c.VolumeMounts {
+		if vm.SubPath == "" && vm.SubPathExpr == "" {
+			continue
+		}
+		if env == nil && vm.SubPathExpr != "" {
+			var err error
+			if env, err = runtime.ContainerEnv(pc.pod, c, envCtx); err != nil {
+				return nil, err
+			}
+		}
+		sub, err := volumes.SubPath(vm, env)
+		if err != nil || sub == "" {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		host, err := s.cfg.Volumes.PrepareSubPath(pc.pod, c.Name, i, vm.Name, pc.volumes[vm.Name], sub)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = host
+	}
+	return out, nil
 }
 
 // terminationLogFile creates the empty host file behind the container's

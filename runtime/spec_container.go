@@ -3,7 +3,6 @@ package runtime
 import (
 	"fmt"
 	"path"
-	"path/filepath"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,8 +22,13 @@ type ContainerSpecConfig struct {
 	SandboxPID  uint32
 	CgroupsPath string
 	Env         EnvContext
-	// Volumes maps a volume name to its host directory (or file).
-	Volumes map[string]string
+	// Volumes maps a volume name to its prepared host directory (or file).
+	Volumes map[string]VolumeSource
+	// SubPaths are the host paths of the volumeMounts with a subPath (or a
+	// subPathExpr that expands to one), by index in the container's
+	// VolumeMounts: resolved inside their volume and created by the caller
+	// (volumes.Manager.PrepareSubPath), never joined here.
+	SubPaths map[int]string
 	// Hostname is set as $HOSTNAME (SandboxHostname, or the node's name for
 	// host-network pods); empty sets none.
 	Hostname string
@@ -67,7 +71,7 @@ func ContainerSpec(cfg ContainerSpecConfig) (*specs.Spec, error) {
 	if err != nil {
 		return nil, wrap(err)
 	}
-	mounts, err := containerMounts(cfg, env)
+	mounts, err := containerMounts(cfg)
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -131,12 +135,12 @@ func containerNamespaces(pod *corev1.Pod, pid uint32, cgroupNS bool) []specs.Lin
 // containerMounts are the volume mounts, then the pod files (/etc/hosts,
 // /etc/hostname, /etc/resolv.conf, /dev/shm, the termination log) unless a
 // volume already covers their destination.
-func containerMounts(cfg ContainerSpecConfig, env []string) ([]specs.Mount, error) {
+func containerMounts(cfg ContainerSpecConfig) ([]specs.Mount, error) {
 	c := cfg.Container
 	var out []specs.Mount
 	taken := map[string]bool{}
-	for _, vm := range c.VolumeMounts {
-		m, err := volumeMount(vm, cfg.Volumes, env)
+	for i, vm := range c.VolumeMounts {
+		m, err := volumeMount(vm, cfg.Volumes, cfg.SubPaths[i])
 		if err != nil {
 			return nil, err
 		}
@@ -164,39 +168,28 @@ func containerMounts(cfg ContainerSpecConfig, env []string) ([]specs.Mount, erro
 	return out, nil
 }
 
-// volumeMount resolves one volumeMount against the volumes' host paths,
-// with subPath (or subPathExpr expanded from the environment) joined below
-// the volume; a subPath may not leave the volume.
-func volumeMount(vm corev1.VolumeMount, volumes map[string]string, env []string) (specs.Mount, error) {
-	host, ok := volumes[vm.Name]
+// VolumeSource is a prepared volume: its host path, and whether every
+// container must mount it read-only (configMap, secret, ... volumes).
+type VolumeSource struct {
+	HostPath string
+	ReadOnly bool
+}
+
+// volumeMount binds one volumeMount: its prepared subPath when it has
+// one, else the whole volume; read-only when the mount or the volume is.
+func volumeMount(vm corev1.VolumeMount, volumes map[string]VolumeSource, subPath string) (specs.Mount, error) {
+	src, ok := volumes[vm.Name]
 	if !ok {
 		return specs.Mount{}, fmt.Errorf("volumeMount %s: volume not prepared", vm.Name)
 	}
-	sub := vm.SubPath
-	if vm.SubPathExpr != "" {
-		vars := map[string]string{}
-		for _, kv := range env {
-			k, v, _ := strings.Cut(kv, "=")
-			vars[k] = v
-		}
-		sub = Expand(vm.SubPathExpr, MappingFor(vars))
+	host := src.HostPath
+	switch {
+	case subPath != "":
+		host = subPath
+	case vm.SubPath != "":
+		return specs.Mount{}, fmt.Errorf("volumeMount %s: subPath %q not prepared", vm.Name, vm.SubPath)
 	}
-	if sub != "" {
-		if filepath.IsAbs(sub) || hasDotDot(sub) {
-			return specs.Mount{}, fmt.Errorf("volumeMount %s: subPath %q must be a relative path without '..'", vm.Name, sub)
-		}
-		host = filepath.Join(host, sub)
-	}
-	return bindMount(vm.MountPath, host, vm.ReadOnly, propagation(vm.MountPropagation)), nil
-}
-
-func hasDotDot(p string) bool {
-	for _, part := range strings.Split(filepath.ToSlash(p), "/") {
-		if part == ".." {
-			return true
-		}
-	}
-	return false
+	return bindMount(vm.MountPath, host, vm.ReadOnly || src.ReadOnly, propagation(vm.MountPropagation)), nil
 }
 
 func propagation(mode *corev1.MountPropagationMode) string {

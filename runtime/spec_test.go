@@ -170,10 +170,11 @@ func sorted(s []string) []string {
 func containerCfg(pod *corev1.Pod) ContainerSpecConfig {
 	return ContainerSpecConfig{
 		Pod: pod, Container: &pod.Spec.Containers[0],
-		Image:              ImageConfig{Entrypoint: []string{"/docker-entrypoint.sh"}, Cmd: []string{"nginx"}, Env: []string{"PATH=/img/bin", "NGINX_VERSION=1"}, WorkingDir: "/srv"},
-		SandboxPID:         4242,
-		CgroupsPath:        "/kubepods/poduid-1/app",
-		Volumes:            map[string]string{"data": "/var/lib/nodelet/pods/uid-1/volumes/data", "cfg": "/etc/cfg"},
+		Image:       ImageConfig{Entrypoint: []string{"/docker-entrypoint.sh"}, Cmd: []string{"nginx"}, Env: []string{"PATH=/img/bin", "NGINX_VERSION=1"}, WorkingDir: "/srv"},
+		SandboxPID:  4242,
+		CgroupsPath: "/kubepods/poduid-1/app",
+		Volumes: map[string]VolumeSource{"data": {HostPath: "/var/lib/nodelet/pods/uid-1/volumes/data"}, "cfg": {HostPath: "/etc/cfg"},
+			"secret": {HostPath: "/s", ReadOnly: true}},
 		Hostname:           "web",
 		HostsPath:          "/p/etc-hosts",
 		ResolvConfPath:     "/p/resolv.conf",
@@ -196,7 +197,10 @@ func TestContainerSpecBasics(t *testing.T) {
 		{Name: "data", MountPath: "/data/sub", SubPath: "a/b", ReadOnly: true},
 		{Name: "cfg", MountPath: "/etc/cfg", MountPropagation: ptr(corev1.MountPropagationHostToContainer)},
 	}
-	s, err := ContainerSpec(containerCfg(pod))
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "secret", MountPath: "/s"})
+	cfg := containerCfg(pod)
+	cfg.SubPaths = map[int]string{1: "/var/lib/nodelet/pods/uid-1/volume-subpaths/data/app/1"}
+	s, err := ContainerSpec(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,8 +224,9 @@ func TestContainerSpecBasics(t *testing.T) {
 		opts          []string
 	}{
 		{"/data", "/var/lib/nodelet/pods/uid-1/volumes/data", "bind", []string{"rbind", "rprivate", "rw"}},
-		{"/data/sub", "/var/lib/nodelet/pods/uid-1/volumes/data/a/b", "bind", []string{"rbind", "rprivate", "ro"}},
+		{"/data/sub", "/var/lib/nodelet/pods/uid-1/volume-subpaths/data/app/1", "bind", []string{"rbind", "rprivate", "ro"}},
 		{"/etc/cfg", "/etc/cfg", "bind", []string{"rbind", "rslave", "rw"}},
+		{"/s", "/s", "bind", []string{"rbind", "rprivate", "ro"}},
 		{"/etc/hosts", "/p/etc-hosts", "bind", []string{"rbind", "rprivate", "rw"}},
 		{"/etc/hostname", "/p/hostname", "bind", []string{"rbind", "rprivate", "rw"}},
 		{"/etc/resolv.conf", "/p/resolv.conf", "bind", []string{"rbind", "rprivate", "rw"}},
@@ -291,19 +296,19 @@ func TestContainerSpecNamespacesAndMounts(t *testing.T) {
 				t.Error("no cgroup namespace")
 			}
 		}},
-		{"volume mount over /etc/hosts wins", func(p *corev1.Pod, _ *ContainerSpecConfig) {
+		{"volume mount over /etc/hosts wins", func(p *corev1.Pod, c *ContainerSpecConfig) {
 			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/hosts", SubPath: "hosts"}}
+			c.SubPaths = map[int]string{0: "/etc/cfg/hosts"}
 		}, "", "", func(t *testing.T, s *specs.Spec) {
 			if n := countDst(s.Mounts, "/etc/hosts"); n != 1 || mountByDst(s.Mounts, "/etc/hosts").Source != "/etc/cfg/hosts" {
 				t.Errorf("/etc/hosts mounts: %d %+v", n, mountByDst(s.Mounts, "/etc/hosts"))
 			}
 		}},
-		{"subPathExpr", func(p *corev1.Pod, _ *ContainerSpecConfig) {
+		{"subPathExpr expanding to nothing mounts the volume", func(p *corev1.Pod, _ *ContainerSpecConfig) {
 			c := &p.Spec.Containers[0]
-			c.Env = []corev1.EnvVar{fieldEnv("POD", "metadata.name")}
-			c.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/logs", SubPathExpr: "$(POD)/logs"}}
+			c.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/logs", SubPathExpr: "$(UNSET)"}}
 		}, "", "", func(t *testing.T, s *specs.Spec) {
-			if m := mountByDst(s.Mounts, "/logs"); m == nil || m.Source != "/var/lib/nodelet/pods/uid-1/volumes/data/web/logs" {
+			if m := mountByDst(s.Mounts, "/logs"); m == nil || m.Source != "/var/lib/nodelet/pods/uid-1/volumes/data" {
 				t.Errorf("subPathExpr mount %+v", m)
 			}
 		}},
@@ -328,12 +333,9 @@ func TestContainerSpecNamespacesAndMounts(t *testing.T) {
 		{"unknown volume", func(p *corev1.Pod, _ *ContainerSpecConfig) {
 			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "nope", MountPath: "/x"}}
 		}, "", "volume not prepared", nil},
-		{"subPath escapes", func(p *corev1.Pod, _ *ContainerSpecConfig) {
-			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/x", SubPath: "a/../../etc"}}
-		}, "", "without '..'", nil},
-		{"absolute subPath", func(p *corev1.Pod, _ *ContainerSpecConfig) {
-			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/x", SubPath: "/etc"}}
-		}, "", "relative path", nil},
+		{"subPath not prepared", func(p *corev1.Pod, _ *ContainerSpecConfig) {
+			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/x", SubPath: "a/b"}}
+		}, "", "not prepared", nil},
 		{"no command", func(_ *corev1.Pod, c *ContainerSpecConfig) { c.Image = ImageConfig{} }, "", "no command", nil},
 	}
 	for _, tt := range tests {

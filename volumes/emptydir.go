@@ -20,12 +20,13 @@ const emptyDirPerm os.FileMode = 0o777
 // emptyDirPlugin provides emptyDir volumes: a directory on the node's
 // disk (medium "") or a tmpfs (medium Memory).
 type emptyDirPlugin struct {
-	allocatable resource.Quantity
-	log         *slog.Logger
+	memory func() resource.Quantity // the node's allocatable memory
+	log    *slog.Logger
 }
 
 func (p *emptyDirPlugin) handles(vol *corev1.Volume) bool { return vol.EmptyDir != nil }
 func (p *emptyDirPlugin) dirName() string                 { return "kubernetes.io~empty-dir" }
+func (p *emptyDirPlugin) updatable() bool                 { return false }
 
 func (p *emptyDirPlugin) setup(_ context.Context, pod *corev1.Pod, vol *corev1.Volume, dir string) (Mount, error) {
 	switch vol.EmptyDir.Medium {
@@ -34,12 +35,12 @@ func (p *emptyDirPlugin) setup(_ context.Context, pod *corev1.Pod, vol *corev1.V
 			return Mount{}, err
 		}
 	case corev1.StorageMediumMemory:
-		size := TmpfsSize(p.allocatable, pod, vol.EmptyDir.SizeLimit)
-		if err := p.setupTmpfs(dir, size); err != nil {
+		size := TmpfsSize(p.memory(), pod, vol.EmptyDir.SizeLimit)
+		if err := setupTmpfs(dir, size, p.log); err != nil {
 			return Mount{}, err
 		}
 	default:
-		return Mount{}, fmt.Errorf("%w: emptyDir medium %q", ErrUnsupported, vol.EmptyDir.Medium)
+		return Mount{}, &UnsupportedError{Type: fmt.Sprintf("emptyDir medium %q", vol.EmptyDir.Medium)}
 	}
 	return Mount{HostPath: dir}, nil
 }
@@ -70,8 +71,8 @@ func ensurePerm(dir string) error {
 }
 
 // setupTmpfs mounts a tmpfs of size bytes (0: the kernel's default, half
-// of RAM) on dir unless one is there already.
-func (p *emptyDirPlugin) setupTmpfs(dir string, size int64) error {
+// of RAM) on dir unless one is there already; its root gets emptyDirPerm.
+func setupTmpfs(dir string, size int64, log *slog.Logger) error {
 	if err := setupDir(dir); err != nil {
 		return err
 	}
@@ -87,7 +88,7 @@ func (p *emptyDirPlugin) setupTmpfs(dir string, size int64) error {
 		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 			return fmt.Errorf("mount tmpfs on %s (%s): %w", dir, opts, err)
 		}
-		p.log.Debug("mounted tmpfs", "dir", dir, "size", size)
+		log.Debug("mounted tmpfs", "dir", dir, "size", size)
 	}
 	return ensurePerm(dir)
 }

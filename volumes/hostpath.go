@@ -15,11 +15,15 @@ type hostPathPlugin struct{}
 
 func (hostPathPlugin) handles(vol *corev1.Volume) bool { return vol.HostPath != nil }
 func (hostPathPlugin) dirName() string                 { return "" }
+func (hostPathPlugin) updatable() bool                 { return false }
 
 func (hostPathPlugin) setup(_ context.Context, _ *corev1.Pod, vol *corev1.Volume, _ string) (Mount, error) {
 	path := vol.HostPath.Path
 	if path == "" {
 		return Mount{}, errors.New("hostPath: path is empty")
+	}
+	if hasDotDot(path) {
+		return Mount{}, fmt.Errorf("hostPath: path %q must not contain '..'", path)
 	}
 	var typ corev1.HostPathType
 	if vol.HostPath.Type != nil {

@@ -18,6 +18,10 @@ import (
 type mountEntry struct {
 	Point  string
 	FSType string
+	// Options are the per-mount options (rw,nosuid,...), SuperOptions
+	// the file system's (for a tmpfs: size=..., mode=...).
+	Options      string
+	SuperOptions string
 }
 
 // readMounts parses /proc/self/mountinfo.
@@ -30,7 +34,8 @@ func readMounts() ([]mountEntry, error) {
 }
 
 // parseMountInfo parses mountinfo lines: field 5 is the mount point
-// (octal-escaped), the file system type follows the " - " separator.
+// (octal-escaped), field 6 the mount options; after the " - " separator
+// come the file system type, the source and the super options.
 func parseMountInfo(data []byte) []mountEntry {
 	var out []mountEntry
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -43,10 +48,14 @@ func parseMountInfo(data []byte) []mountEntry {
 		}
 		f := strings.Fields(pre)
 		p := strings.Fields(post)
-		if len(f) < 5 || len(p) < 1 {
+		if len(f) < 6 || len(p) < 1 {
 			continue
 		}
-		out = append(out, mountEntry{Point: unescapeOctal(f[4]), FSType: p[0]})
+		e := mountEntry{Point: unescapeOctal(f[4]), FSType: p[0], Options: f[5]}
+		if len(p) >= 3 {
+			e.SuperOptions = p[2]
+		}
+		out = append(out, e)
 	}
 	return out
 }

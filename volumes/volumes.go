@@ -1,18 +1,25 @@
-// Package volumes prepares the volumes of a pod on the host and removes
-// them again, as upstream's volume manager does for in-tree plugins.
+// Package volumes prepares the volumes of a pod on the host, keeps the
+// API-backed ones current and removes them again, as upstream's volume
+// manager does for its in-tree plugins.
 //
 // Volumes that live with the pod sit under
 // RootDir/pods/<uid>/volumes/<plugin>/<name>, with the plugin names of
-// upstream (kubernetes.io~empty-dir, later kubernetes.io~configmap,
-// kubernetes.io~secret, kubernetes.io~projected), so a pod's directory
-// tells what it holds and teardown needs nothing but the directory tree.
-// hostPath volumes are the host's paths themselves and leave nothing under
-// the pod directory.
+// upstream (kubernetes.io~empty-dir, kubernetes.io~configmap,
+// kubernetes.io~secret, kubernetes.io~downward-api,
+// kubernetes.io~projected), so a pod's directory tells what it holds and
+// teardown needs nothing but the directory tree. Secret and projected
+// volumes, and emptyDirs of medium Memory, are tmpfs mounts there.
+// configMap, secret, downwardAPI and projected content is written by an
+// AtomicWriter: the files a container sees are symlinks into ..data, which
+// a rename swaps to a new timestamped directory. subPath bind mounts live
+// under RootDir/pods/<uid>/volume-subpaths. hostPath volumes are the host's
+// paths themselves and leave nothing under the pod directory.
 //
 // Every operation is idempotent: SetupPod may run again for a pod whose
-// volumes already exist (and returns the same mounts without touching the
-// data), TeardownPod treats anything missing as done. After a restart,
-// ListPods tells which pods still have directories, for orphan clean-up.
+// volumes already exist (it keeps their data and rewrites API-backed
+// content only when it changed), TeardownPod treats anything missing as
+// done. After a restart, ListPods tells which pods still have directories,
+// for orphan clean-up.
 package volumes
 
 import (
@@ -23,39 +30,52 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// ErrUnsupported is returned (wrapped) for a volume whose type the nodelet
-// does not support yet.
-var ErrUnsupported = errors.New("volumes: unsupported volume type")
-
 // Config configures a Manager.
 type Config struct {
 	// RootDir is the nodelet's root directory; pods live in RootDir/pods.
 	RootDir string
 	Log     *slog.Logger
-	// NodeAllocatableMemory caps memory-backed emptyDirs, as upstream
-	// (zero: no cap beyond the pod's memory limit and the sizeLimit).
+	// NodeAllocatableMemory caps memory-backed volumes (emptyDir medium
+	// Memory, secret, projected), as upstream. Zero: the memory of
+	// NodeAllocatable if set, else no cap beyond the pod's memory limit and
+	// the sizeLimit.
 	NodeAllocatableMemory resource.Quantity
+	// NodeAllocatable returns the node's allocatable resources, read at
+	// every set-up and update. A downwardAPI resourceFieldRef on a limit
+	// that the container leaves unset (cpu, memory, ephemeral-storage)
+	// reads the node's allocatable instead, as upstream. Nil: no fallback,
+	// an unset limit reads as 0.
+	NodeAllocatable func() corev1.ResourceList
+	// Sources serves the ConfigMaps and Secrets of configMap, secret and
+	// projected volumes. Nil: such volumes fail to set up.
+	Sources Sources
 }
 
 // Mount is a prepared volume: the host path to bind into containers and
-// whether the volume itself is read-only (configMap, secret, projected).
-// A volumeMount's readOnly comes on top.
+// whether the volume itself is read-only (configMap, secret, downwardAPI,
+// projected, as upstream). A volumeMount's readOnly comes on top: the
+// container's bind mount is read-only if either is set.
 type Mount struct {
 	HostPath string
 	ReadOnly bool
 }
 
-// Manager sets pod volumes up and tears them down.
+// Manager sets pod volumes up, refreshes and tears them down. Its methods
+// may be called concurrently; calls for the same pod are serialized.
 type Manager struct {
-	root    string
-	log     *slog.Logger
-	plugins []plugin
+	root        string
+	log         *slog.Logger
+	plugins     []plugin
+	memory      resource.Quantity
+	allocatable func() corev1.ResourceList
+	locks       podLocks
 }
 
 // plugin is one volume type. Plugins whose volumes live under the pod
@@ -65,11 +85,15 @@ type plugin interface {
 	handles(vol *corev1.Volume) bool
 	// dirName is the plugin's directory under volumes/, "" if none.
 	dirName() string
-	// setup prepares vol; dir is where a pod-local volume lives.
+	// setup prepares vol; dir is where a pod-local volume lives. It is
+	// idempotent and brings an existing volume up to date.
 	setup(ctx context.Context, pod *corev1.Pod, vol *corev1.Volume, dir string) (Mount, error)
 	// teardown undoes setup for a pod-local volume at dir; the caller
 	// removes dir afterwards.
 	teardown(ctx context.Context, dir string) error
+	// updatable reports whether the volume's content follows the API
+	// (configMap, secret, downwardAPI, projected): UpdatePod refreshes it.
+	updatable() bool
 }
 
 // New returns a Manager.
@@ -85,12 +109,52 @@ func New(cfg Config) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{root: root, log: log}
+	m := &Manager{root: root, log: log, memory: cfg.NodeAllocatableMemory, allocatable: cfg.NodeAllocatable}
+	src := cfg.Sources
 	m.plugins = []plugin{
-		&emptyDirPlugin{allocatable: cfg.NodeAllocatableMemory, log: log},
+		&emptyDirPlugin{memory: m.allocatableMemory, log: log},
 		&hostPathPlugin{},
+		&projectionPlugin{name: "kubernetes.io~configmap", m: m,
+			match: func(v *corev1.Volume) bool { return v.ConfigMap != nil },
+			payload: func(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) (map[string]FileProjection, error) {
+				return configMapPayload(ctx, src, pod.Namespace, v.ConfigMap)
+			}},
+		&projectionPlugin{name: "kubernetes.io~secret", memory: true, m: m,
+			match: func(v *corev1.Volume) bool { return v.Secret != nil },
+			payload: func(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) (map[string]FileProjection, error) {
+				return secretPayload(ctx, src, pod.Namespace, v.Secret)
+			}},
+		&projectionPlugin{name: "kubernetes.io~downward-api", m: m,
+			match: func(v *corev1.Volume) bool { return v.DownwardAPI != nil },
+			payload: func(_ context.Context, pod *corev1.Pod, v *corev1.Volume) (map[string]FileProjection, error) {
+				return DownwardAPIPayload(pod, v.DownwardAPI.Items, modeOr(v.DownwardAPI.DefaultMode), m.nodeAllocatable())
+			}},
+		&projectionPlugin{name: "kubernetes.io~projected", memory: true, m: m,
+			match: func(v *corev1.Volume) bool { return v.Projected != nil },
+			payload: func(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) (map[string]FileProjection, error) {
+				return projectedPayload(ctx, src, pod, v.Projected, m.nodeAllocatable())
+			}},
 	}
 	return m, nil
+}
+
+// nodeAllocatable is Config.NodeAllocatable's answer, nil without one.
+func (m *Manager) nodeAllocatable() corev1.ResourceList {
+	if m.allocatable == nil {
+		return nil
+	}
+	return m.allocatable()
+}
+
+// allocatableMemory caps memory-backed volumes; zero means no cap.
+func (m *Manager) allocatableMemory() resource.Quantity {
+	if !m.memory.IsZero() {
+		return m.memory
+	}
+	if q, ok := m.nodeAllocatable()[corev1.ResourceMemory]; ok {
+		return q
+	}
+	return resource.Quantity{}
 }
 
 // PodDir is the pod's directory: RootDir/pods/<uid>.
@@ -103,18 +167,21 @@ func (m *Manager) volumesDir(uid types.UID) string {
 }
 
 // SetupPod prepares every volume of pod and returns the mounts by volume
-// name. It stops at the first volume that fails; what was prepared stays
-// and is removed by TeardownPod (a later SetupPod reuses it).
+// name. It stops at the first volume that fails, with a *VolumeError;
+// what was prepared stays and is removed by TeardownPod (a later SetupPod
+// reuses it). On a pod whose volumes exist it brings configMap, secret,
+// downwardAPI and projected content up to date, as UpdatePod does.
 func (m *Manager) SetupPod(ctx context.Context, pod *corev1.Pod) (map[string]Mount, error) {
 	if err := checkUID(pod.UID); err != nil {
 		return nil, err
 	}
+	defer m.locks.lock(pod.UID)()
 	mounts := make(map[string]Mount, len(pod.Spec.Volumes))
 	for i := range pod.Spec.Volumes {
 		vol := &pod.Spec.Volumes[i]
 		mnt, err := m.setupVolume(ctx, pod, vol)
 		if err != nil {
-			return nil, fmt.Errorf("set up volume %q of pod %s/%s: %w", vol.Name, pod.Namespace, pod.Name, err)
+			return nil, &VolumeError{Op: "set up", Pod: podRef(pod), Volume: vol.Name, Err: err}
 		}
 		mounts[vol.Name] = mnt
 	}
@@ -127,13 +194,49 @@ func (m *Manager) setupVolume(ctx context.Context, pod *corev1.Pod, vol *corev1.
 	}
 	p := m.pluginFor(vol)
 	if p == nil {
-		return Mount{}, fmt.Errorf("%w: %s", ErrUnsupported, volumeType(vol))
+		return Mount{}, &UnsupportedError{Type: volumeType(vol)}
 	}
-	dir := ""
-	if p.dirName() != "" {
-		dir = filepath.Join(m.volumesDir(pod.UID), p.dirName(), vol.Name)
+	return p.setup(ctx, pod, vol, m.volumeDir(pod.UID, p, vol.Name))
+}
+
+// volumeDir is where a pod-local volume lives, "" for other plugins.
+func (m *Manager) volumeDir(uid types.UID, p plugin, name string) string {
+	if p.dirName() == "" {
+		return ""
 	}
-	return p.setup(ctx, pod, vol, dir)
+	return filepath.Join(m.volumesDir(uid), p.dirName(), name)
+}
+
+// UpdatePod rewrites the configMap, secret, downwardAPI and projected
+// volumes of a running pod whose content changed: the ConfigMaps and
+// Secrets as Sources serves them now, the pod's labels and annotations as
+// pod has them. Unchanged volumes are not touched, so the nodelet may call
+// it at every sync (upstream refreshes within about a minute). Volumes
+// that SetupPod has not created are left to SetupPod. Every volume is
+// tried; the failures come back joined, each a *VolumeError, and a failed
+// volume keeps its previous content (as upstream, a ConfigMap that is gone
+// and not optional leaves the files in place).
+func (m *Manager) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
+	if err := checkUID(pod.UID); err != nil {
+		return err
+	}
+	defer m.locks.lock(pod.UID)()
+	var errs []error
+	for i := range pod.Spec.Volumes {
+		vol := &pod.Spec.Volumes[i]
+		p := m.pluginFor(vol)
+		if p == nil || !p.updatable() || checkName(vol.Name) != nil {
+			continue
+		}
+		dir := m.volumeDir(pod.UID, p, vol.Name)
+		if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if _, err := p.setup(ctx, pod, vol, dir); err != nil {
+			errs = append(errs, &VolumeError{Op: "update", Pod: podRef(pod), Volume: vol.Name, Err: err})
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (m *Manager) pluginFor(vol *corev1.Volume) plugin {
@@ -154,16 +257,21 @@ func (m *Manager) pluginByDir(name string) plugin {
 	return nil
 }
 
-// TeardownPod unmounts and removes the pod's volumes and then the pod
-// directory. Missing directories count as success, so it may run any
-// number of times, also on half-built pods. If anything is still mounted
-// below the pod directory afterwards, it fails and removes nothing there,
-// so a mount's content is never deleted through the pod directory.
+// TeardownPod unmounts and removes the pod's subPath bind mounts, its
+// volumes and then the pod directory. Missing directories count as
+// success, so it may run any number of times, also on half-built pods. If
+// anything is still mounted below the pod directory afterwards, it fails
+// and removes nothing there, so a mount's content is never deleted
+// through the pod directory.
 func (m *Manager) TeardownPod(ctx context.Context, uid types.UID) error {
 	if err := checkUID(uid); err != nil {
 		return err
 	}
+	defer m.locks.lock(uid)()
 	var errs []error
+	if err := m.teardownSubPaths(uid); err != nil {
+		errs = append(errs, err)
+	}
 	pluginDirs, err := readDirNames(m.volumesDir(uid))
 	if err != nil {
 		return fmt.Errorf("tear down volumes of pod %s: %w", uid, err)
@@ -175,7 +283,7 @@ func (m *Manager) TeardownPod(ctx context.Context, uid types.UID) error {
 	}
 	podDir := m.PodDir(uid)
 	if err := unmountAllBelow(podDir); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("tear down pod %s: %w", uid, err))
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
@@ -246,6 +354,8 @@ func readDirNames(dir string) ([]string, error) {
 	return names, nil
 }
 
+func podRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
 func checkUID(uid types.UID) error {
 	if uid == "" || strings.ContainsAny(string(uid), "/\x00") || uid == "." || uid == ".." {
 		return fmt.Errorf("volumes: invalid pod uid %q", uid)
@@ -294,5 +404,41 @@ func volumeType(vol *corev1.Volume) string {
 		return "hostPath"
 	default:
 		return "unknown (no or unrecognized volume source)"
+	}
+}
+
+// podLocks serializes the operations on one pod; different pods proceed
+// in parallel.
+type podLocks struct {
+	mu    sync.Mutex
+	locks map[types.UID]*podLock
+}
+
+type podLock struct {
+	sync.Mutex
+	refs int
+}
+
+// lock locks uid and returns the unlock function.
+func (l *podLocks) lock(uid types.UID) func() {
+	l.mu.Lock()
+	if l.locks == nil {
+		l.locks = make(map[types.UID]*podLock)
+	}
+	pl := l.locks[uid]
+	if pl == nil {
+		pl = &podLock{}
+		l.locks[uid] = pl
+	}
+	pl.refs++
+	l.mu.Unlock()
+	pl.Lock()
+	return func() {
+		pl.Unlock()
+		l.mu.Lock()
+		if pl.refs--; pl.refs == 0 {
+			delete(l.locks, uid)
+		}
+		l.mu.Unlock()
 	}
 }

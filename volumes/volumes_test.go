@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,13 +28,20 @@ func requireRoot(t *testing.T) {
 // the test leaves mounted there is unmounted before the directory goes.
 func newManager(t *testing.T) (*Manager, string) {
 	t.Helper()
+	return newManagerCfg(t, Config{})
+}
+
+// newManagerCfg is newManager with cfg (whose RootDir it sets).
+func newManagerCfg(t *testing.T, cfg Config) (*Manager, string) {
+	t.Helper()
 	root := t.TempDir()
 	t.Cleanup(func() {
 		if err := unmountAllBelow(root); err != nil {
 			t.Errorf("clean-up: %v", err)
 		}
 	})
-	m, err := New(Config{RootDir: root})
+	cfg.RootDir = root
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,6 +142,9 @@ func TestEmptyDirMemory(t *testing.T) {
 	}
 	if size := int64(st.Blocks) * st.Bsize; size != 8<<20 {
 		t.Fatalf("tmpfs size = %d, want %d", size, 8<<20)
+	}
+	if !hasOption(got[0].SuperOptions, "size=8192k") || !hasOption(got[0].Options, "nosuid") || !hasOption(got[0].Options, "nodev") {
+		t.Fatalf("tmpfs options = %q / %q, want nosuid,nodev and size=8192k", got[0].Options, got[0].SuperOptions)
 	}
 	fi, err := os.Stat(dir)
 	if err != nil || fi.Mode().Perm() != 0o777 {
@@ -319,11 +330,12 @@ func TestHostPathCreate(t *testing.T) {
 
 func TestUnsupportedVolume(t *testing.T) {
 	m, _ := newManager(t)
-	pod := testPod("uid-u", corev1.Volume{Name: "cfg", VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "c"}}}})
+	pod := testPod("uid-u", corev1.Volume{Name: "share", VolumeSource: corev1.VolumeSource{
+		NFS: &corev1.NFSVolumeSource{Server: "127.0.0.1", Path: "/x"}}})
 	_, err := m.SetupPod(context.Background(), pod)
-	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "configMap") || !strings.Contains(err.Error(), `"cfg"`) {
-		t.Fatalf("err = %v, want ErrUnsupported naming configMap and the volume", err)
+	var ve *VolumeError
+	if !errors.Is(err, ErrUnsupported) || !errors.As(err, &ve) || ve.Volume != "share" || !strings.Contains(err.Error(), "nfs") {
+		t.Fatalf("err = %v, want a VolumeError for share wrapping ErrUnsupported naming nfs", err)
 	}
 	hp := testPod("uid-u", corev1.Volume{Name: "../x", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	if _, err := m.SetupPod(context.Background(), hp); err == nil {
@@ -332,6 +344,10 @@ func TestUnsupportedVolume(t *testing.T) {
 	hp = testPod("uid-u", corev1.Volume{Name: "v", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumHugePages}}})
 	if _, err := m.SetupPod(context.Background(), hp); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("HugePages medium: err = %v, want ErrUnsupported", err)
+	}
+	hp = testPod("uid-u", corev1.Volume{Name: "v", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/../etc"}}})
+	if _, err := m.SetupPod(context.Background(), hp); err == nil || !strings.Contains(err.Error(), "'..'") {
+		t.Fatalf("hostPath with '..': err = %v", err)
 	}
 }
 
@@ -367,6 +383,10 @@ func TestTeardownPartialAndListPods(t *testing.T) {
 	}
 }
 
+func hasOption(opts, want string) bool {
+	return slices.Contains(strings.Split(opts, ","), want)
+}
+
 func toStrings(uids []types.UID) []string {
 	out := make([]string, len(uids))
 	for i, u := range uids {
@@ -379,10 +399,11 @@ func TestParseMountInfo(t *testing.T) {
 	data := []byte("36 35 98:0 /mnt1 /mnt/with\\040space rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n" +
 		"37 36 0:5 / /run/x rw shared:2 - tmpfs tmpfs rw\nbroken line\n")
 	got := parseMountInfo(data)
-	if len(got) != 2 || got[0] != (mountEntry{"/mnt/with space", "ext3"}) || got[1] != (mountEntry{"/run/x", "tmpfs"}) {
+	if len(got) != 2 || got[0] != (mountEntry{"/mnt/with space", "ext3", "rw,noatime", "rw,errors=continue"}) ||
+		got[1] != (mountEntry{"/run/x", "tmpfs", "rw", "rw"}) {
 		t.Fatalf("parseMountInfo = %+v", got)
 	}
-	pts := mountsBelow("/run", []mountEntry{{"/run", "tmpfs"}, {"/run/x", "tmpfs"}, {"/running", "tmpfs"}})
+	pts := mountsBelow("/run", []mountEntry{{Point: "/run"}, {Point: "/run/x"}, {Point: "/running"}})
 	if strings.Join(pts, ",") != "/run/x,/run" {
 		t.Fatalf("mountsBelow = %v", pts)
 	}

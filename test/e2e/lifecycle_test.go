@@ -46,10 +46,41 @@ func TestPodLifecycleOnRealNode(t *testing.T) {
 		})
 	})
 
+	t.Run("volumes", func(t *testing.T) { testVolumes(t, cp) })
+
 	cp.must("delete", "-f", "testdata/lifecycle-pods.yaml", "--ignore-not-found", "--wait=false")
 	waitUntil(t, 90*time.Second, "no pods", func() bool {
 		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
 		return strings.TrimSpace(out) == ""
 	})
 	waitNoLeftovers(t, node)
+}
+
+// testVolumes: configMap, secret, downwardAPI, memory emptyDir and a
+// subPath, as the container sees them; a changed ConfigMap reaches the
+// running pod.
+func testVolumes(t *testing.T, cp *controlPlane) {
+	cp.must("wait", "--for=condition=Ready", "pod/vols", "--timeout=60s")
+	exec := func(cmd string) string {
+		return cp.must("exec", "vols", "--", "sh", "-c", cmd)
+	}
+	for cmd, want := range map[string]string{
+		"cat /cfg/greeting":           "hello",
+		"cat /sec/password":           "s3cret",
+		"stat -L -c %a /sec/password": "400",
+		"cat /info/name":              "vols",
+		"cat /info/labels":            `app="vols"`,
+		"cat /etc/greeting":           "hello",
+		"grep ' /mem ' /proc/mounts":  "tmpfs",
+		"grep ' /mem ' /proc/mounts | grep -o size=[0-9a-z]*": "size=8192k",
+		"touch /cfg/x 2>&1 || echo read-only":                 "read-only",
+	} {
+		if out := exec(cmd); !strings.Contains(out, want) {
+			t.Errorf("%s: %q, want %q", cmd, out, want)
+		}
+	}
+	cp.must("patch", "configmap", "cfg", "-p", `{"data":{"greeting":"bonjour"}}`)
+	waitUntil(t, 60*time.Second, "the changed ConfigMap in the running pod", func() bool {
+		return strings.TrimSpace(exec("cat /cfg/greeting")) == "bonjour"
+	})
 }
