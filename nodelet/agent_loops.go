@@ -1,9 +1,11 @@
 package nodelet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -24,6 +26,7 @@ import (
 	"github.com/nodelet/nodelet/nodestatus"
 	"github.com/nodelet/nodelet/pleg"
 	"github.com/nodelet/nodelet/podworkers"
+	"github.com/nodelet/nodelet/prober"
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/stats"
 	"github.com/nodelet/nodelet/status"
@@ -42,6 +45,7 @@ type wired struct {
 	factory informers.SharedInformerFactory
 	hints   chan struct{} // runtime events -> PLEG relists
 
+	probes   *prober.Manager
 	orphans  *orphans
 	admit    admission.Handler
 	admitMu  sync.Mutex
@@ -72,6 +76,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer func() {
 		cancel()
 		w.workers.Shutdown() // never kills pods
+		w.probes.Stop()
 		wg.Wait()
 		a.log.Info("nodelet stopped")
 	}()
@@ -144,11 +149,24 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
 	}
+	w.probes = prober.New(prober.Config{
+		Exec: probeExec(c.rt),
+		Log:  a.log.With("component", "prober"),
+		// A result that changed syncs the pod now, not at the next relist.
+		OnResult: func(uid types.UID) {
+			if p := podByUID(w, uid); p != nil {
+				workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Sync})
+			}
+		},
+		Recorder: func(pod *corev1.Pod, container, eventtype, reason, message string) {
+			recorder.Eventf(podReference(pod, containerFieldPath(pod, container)), eventtype, reason, "%s", message)
+		},
+	})
 	syncer, err := NewSyncer(SyncerConfig{Runtime: c.rt, Network: c.net, Cgroups: c.cg, CgroupDriver: c.driver,
 		Volumes: c.vols, Status: w.status, PodStatus: c.rt.PodStatus,
 		Backoff:  runtime.NewBackoff(10*time.Second, 5*time.Minute, time.Now),
 		Requeue:  func(pod *corev1.Pod, after time.Duration) { workers.SyncAfter(pod.UID, after) },
-		Recorder: recorder, EnvSource: apiObjects{a.client},
+		Recorder: recorder, Probes: w.probes, EnvSource: apiObjects{a.client},
 		PauseImage: a.cfg.PodInfraImage, NodeName: a.cfg.NodeName, NodeIP: w.node.Host().InternalIP,
 		ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain,
 		PodFilesDir: filepath.Join(a.cfg.RootDir, "pod-files"), LogRoot: a.cfg.LogRoot, OOMScoreAdjFloor: c.floor,
@@ -410,3 +428,46 @@ func (a *Agent) events(ctx context.Context) (record.EventRecorder, func(eventtyp
 	node := &corev1.ObjectReference{Kind: "Node", Name: a.cfg.NodeName, UID: types.UID(a.cfg.NodeName)}
 	return rec, func(eventtype, reason, message string) { rec.Event(node, eventtype, reason, message) }
 }
+
+// probeExec runs exec probes in the container through containerd: the
+// output of both streams, the exit code; an error only when the command
+// could not run (a timeout wraps context.DeadlineExceeded).
+func probeExec(rt *runtime.Containerd) prober.ExecFunc {
+	return func(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, int, error) {
+		var out lockedBuffer
+		err := rt.Exec(ctx, id, cmd, nil, nopWriteCloser{&out}, nopWriteCloser{&out}, false, nil)
+		var exit *runtime.ExitError
+		switch {
+		case errors.As(err, &exit):
+			return out.Bytes(), exit.Code, nil
+		case err != nil:
+			if ctx.Err() != nil {
+				return out.Bytes(), -1, fmt.Errorf("exec probe: %w: %w", ctx.Err(), err)
+			}
+			return out.Bytes(), -1, err
+		}
+		return out.Bytes(), 0, nil
+	}
+}
+
+// lockedBuffer collects output written from two goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

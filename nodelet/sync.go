@@ -22,6 +22,7 @@ import (
 	"github.com/nodelet/nodelet/cgroups"
 	"github.com/nodelet/nodelet/network"
 	"github.com/nodelet/nodelet/podworkers"
+	"github.com/nodelet/nodelet/prober"
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/status"
 	"github.com/nodelet/nodelet/volumes"
@@ -59,6 +60,16 @@ type Volumes interface {
 	TeardownPod(ctx context.Context, uid types.UID) error
 }
 
+// Probes runs the pods' liveness, readiness and startup probes
+// (*prober.Manager).
+type Probes interface {
+	UpdatePod(pod *corev1.Pod, podIP string, containers []prober.ContainerState)
+	RemovePod(uid types.UID)
+	Results(uid types.UID) map[string]prober.ContainerResults
+	Readiness(containerID string) (ready, known bool)
+	Startup(containerID string) (started, known bool)
+}
+
 // StatusSink receives the pod statuses the Syncer computes
 // (*status.Manager).
 type StatusSink interface {
@@ -81,6 +92,9 @@ type SyncerConfig struct {
 	// PodStatus reads the runtime's state of a pod, fresh (not a stale
 	// cache): PodStatusFromList(rt.PodStatuses) or the PLEG cache.
 	PodStatus PodStatusFunc
+	// Probes, optional, runs the probes; their results enter the plan
+	// (failed liveness: restart) and the status (ready, started).
+	Probes Probes
 	// Recorder, optional, records the pod's events (Pulling, Created,
 	// Started, Killing, BackOff, ...).
 	Recorder EventRecorder
@@ -211,7 +225,8 @@ func (s *Syncer) SyncPod(ctx context.Context, pod *corev1.Pod) error {
 	if s.cfg.Backoff != nil {
 		backoff = s.cfg.Backoff.InBackoff
 	}
-	actions := runtime.ComputePodActions(pod, runtime.PlanInputs{Status: rs, Now: s.cfg.Now(), Backoff: backoff})
+	actions := runtime.ComputePodActions(pod, runtime.PlanInputs{Status: rs, Now: s.cfg.Now(), Backoff: backoff,
+		Unhealthy: s.probe(pod, rs)})
 	waiting := map[string]corev1.ContainerStateWaiting{}
 	for k, v := range actions.Waiting {
 		waiting[k] = v
@@ -244,9 +259,11 @@ func (s *Syncer) reportStatus(ctx context.Context, pod *corev1.Pod, waiting map[
 	if s.cfg.NodeIP != "" {
 		hostIPs = []string{s.cfg.NodeIP}
 	}
-	st := status.Compute(pod, rs, status.Inputs{
-		Now: s.cfg.Now(), HostIPs: hostIPs, PodIsTerminal: terminal, Waiting: waiting,
-	})
+	in := status.Inputs{Now: s.cfg.Now(), HostIPs: hostIPs, PodIsTerminal: terminal, Waiting: waiting}
+	if s.cfg.Probes != nil {
+		in.Readiness, in.Startup = s.cfg.Probes.Readiness, s.cfg.Probes.Startup
+	}
+	st := status.Compute(pod, rs, in)
 	s.cfg.Status.SetPodStatus(pod, st)
 	return st.Phase, nil
 }
@@ -267,7 +284,11 @@ func (s *Syncer) act(ctx context.Context, pod *corev1.Pod, rs *runtime.PodStatus
 			msg = "Stopping container " + info.Name
 		}
 		s.containerEvent(pod, info.Name, corev1.EventTypeNormal, eventKilling, "%s", msg)
-		if err := s.cfg.Runtime.StopContainer(ctx, id, gracePeriod(pod, -1)); err != nil {
+		grace := gracePeriod(pod, -1)
+		if info.GracePeriod != nil {
+			grace = gracePeriod(pod, *info.GracePeriod)
+		}
+		if err := s.cfg.Runtime.StopContainer(ctx, id, grace); err != nil {
 			return fmt.Errorf("kill container %s (%s: %s) of pod %s: %w", info.Name, id, info.Reason, podRef(pod), err)
 		}
 	}

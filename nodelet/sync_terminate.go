@@ -51,6 +51,9 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod) error {
 	for _, cs := range rs.Containers { // containers whose sandbox is gone
 		add("remove container "+cs.ID, s.cfg.Runtime.RemoveContainer(ctx, cs.ID))
 	}
+	if s.cfg.Probes != nil {
+		s.cfg.Probes.RemovePod(pod.UID)
+	}
 	add("remove cgroup", s.cfg.Cgroups.RemovePod(ctx, pod.UID))
 	add("tear down volumes", s.cfg.Volumes.TeardownPod(ctx, pod.UID))
 	if s.cfg.PodFilesDir != "" {

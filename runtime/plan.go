@@ -20,7 +20,17 @@ import (
 const (
 	KillReasonUnknown     = "Unknown"     // state unknown: kill before restarting
 	KillReasonSpecChanged = "SpecChanged" // the container's hash changed
+	KillReasonUnhealthy   = "Unhealthy"   // a liveness or startup probe failed
 )
+
+// Unhealthy is a running container that a liveness or startup probe
+// failed: it is killed and restarted as the restart policy says.
+type Unhealthy struct {
+	// Message is the event's, e.g. "Container app failed liveness probe".
+	Message string
+	// GracePeriod, when set, is the probe's terminationGracePeriodSeconds.
+	GracePeriod *int64
+}
 
 // ReasonCrashLoopBackOff is the waiting reason of a container whose
 // restart is delayed by its back-off.
@@ -36,6 +46,8 @@ type KillInfo struct {
 	Name    string // the container's name in the pod spec
 	Reason  string
 	Message string
+	// GracePeriod, when set, overrides the pod's grace period (seconds).
+	GracePeriod *int64
 }
 
 // PodActions is the plan of one pod sync.
@@ -122,6 +134,8 @@ type PlanInputs struct {
 	Now time.Time
 	// Backoff tells whether a container's restart must wait (nil: never).
 	Backoff BackoffFunc
+	// Unhealthy are the running containers probes failed, by container ID.
+	Unhealthy map[string]Unhealthy
 }
 
 // ComputePodActions plans one sync of pod from in. It is pure: the same
@@ -144,7 +158,7 @@ func ComputePodActions(pod *corev1.Pod, in PlanInputs) PodActions {
 	if create {
 		planNewSandbox(pod, status, &a)
 	} else if planInit(pod, status, &a) {
-		planContainers(pod, status, &a)
+		planContainers(pod, status, in.Unhealthy, &a)
 	}
 	applyBackoff(pod, status, now, backoff, &a)
 	return a
@@ -213,7 +227,7 @@ func planInit(pod *corev1.Pod, status *PodStatus, a *PodActions) bool {
 // planContainers starts the app containers that are not running and may
 // be (re)started, kills those whose spec changed (to restart them) and
 // kills the pod when nothing is left to run.
-func planContainers(pod *corev1.Pod, status *PodStatus, a *PodActions) {
+func planContainers(pod *corev1.Pod, status *PodStatus, unhealthy map[string]Unhealthy, a *PodActions) {
 	keep := 0
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
@@ -229,6 +243,13 @@ func planContainers(pod *corev1.Pod, status *PodStatus, a *PodActions) {
 					Reason:  KillReasonUnknown,
 					Message: fmt.Sprintf("Container is in %q state, try killing it before restart", cs.State),
 				}
+			}
+			continue
+		}
+		if u, ok := unhealthy[cs.ID]; ok {
+			a.ContainersToKill[cs.ID] = KillInfo{Name: c.Name, Reason: KillReasonUnhealthy, Message: u.Message, GracePeriod: u.GracePeriod}
+			if pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+				a.ContainersToStart = append(a.ContainersToStart, i)
 			}
 			continue
 		}

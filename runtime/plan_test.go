@@ -242,6 +242,28 @@ func TestComputePodActionsBackoff(t *testing.T) {
 	}
 }
 
+func TestUnhealthyContainersAreKilled(t *testing.T) {
+	grace := int64(3)
+	st := status(sb(goodSandbox()), running("a", "img-a:1"), running("b", "img-b:1"))
+	idA := st.LatestContainer("a").ID
+	in := PlanInputs{Status: st, Now: t0, Unhealthy: map[string]Unhealthy{idA: {Message: "Container a failed liveness probe, will be restarted", GracePeriod: &grace}}}
+
+	got := ComputePodActions(planPod(corev1.RestartPolicyAlways, 0), in)
+	kill, ok := got.ContainersToKill[idA]
+	if got.KillPod || !ok || kill.Reason != KillReasonUnhealthy || *kill.GracePeriod != 3 || !reflect.DeepEqual(got.ContainersToStart, []int{0}) {
+		t.Errorf("restartPolicy Always: %+v", got)
+	}
+	got = ComputePodActions(planPod(corev1.RestartPolicyNever, 0), in)
+	if _, ok := got.ContainersToKill[idA]; !ok || len(got.ContainersToStart) != 0 || got.KillPod {
+		t.Errorf("restartPolicy Never: %+v", got)
+	}
+	// A result for another instance (an old container ID) kills nothing.
+	in.Unhealthy = map[string]Unhealthy{"old-id": {Message: "x"}}
+	if got = ComputePodActions(planPod(corev1.RestartPolicyAlways, 0), in); len(got.ContainersToKill) != 0 {
+		t.Errorf("stale result: %+v", got)
+	}
+}
+
 func TestContainerHash(t *testing.T) {
 	a := corev1.Container{Name: "a", Image: "nginx:1", Args: []string{"x"}}
 	b := a

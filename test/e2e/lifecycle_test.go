@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,7 @@ func TestPodLifecycleOnRealNode(t *testing.T) {
 	})
 
 	t.Run("volumes", func(t *testing.T) { testVolumes(t, cp) })
+	t.Run("probes", func(t *testing.T) { testProbes(t, cp) })
 
 	cp.must("delete", "-f", "testdata/lifecycle-pods.yaml", "--ignore-not-found", "--wait=false")
 	waitUntil(t, 90*time.Second, "no pods", func() bool {
@@ -83,4 +85,47 @@ func testVolumes(t *testing.T, cp *controlPlane) {
 	waitUntil(t, 60*time.Second, "the changed ConfigMap in the running pod", func() bool {
 		return strings.TrimSpace(exec("cat /cfg/greeting")) == "bonjour"
 	})
+}
+
+// testProbes: readiness by HTTP follows the served file, a startup probe
+// holds liveness back, a liveness failure restarts the container exactly
+// once with Unhealthy and Killing events.
+func testProbes(t *testing.T, cp *controlPlane) {
+	field := func(path string) string {
+		out, _, _ := cp.kubectl("get", "pod", "probed", "-o", "jsonpath="+path)
+		return out
+	}
+	ready := func(c string) string {
+		return field(fmt.Sprintf(`{.status.containerStatuses[?(@.name=="%s")].ready}`, c))
+	}
+	waitUntil(t, 60*time.Second, "web ready (HTTP probe)", func() bool { return ready("web") == "true" })
+	// slow: running, its startup probe failing, liveness held back.
+	time.Sleep(3 * time.Second)
+	if got := field(`{.status.containerStatuses[?(@.name=="slow")].started} {.status.containerStatuses[?(@.name=="slow")].restartCount} {.status.conditions[?(@.type=="Ready")].status}`); got != "false 0 False" {
+		t.Fatalf("slow before its startup probe passes (started restarts podReady): %q", got)
+	}
+	cp.must("exec", "probed", "-c", "slow", "--", "touch", "/tmp/alive", "/tmp/started")
+	waitUntil(t, 30*time.Second, "slow started and ready, the pod Ready", func() bool {
+		return field(`{.status.containerStatuses[?(@.name=="slow")].started} {.status.containerStatuses[?(@.name=="slow")].ready} {.status.conditions[?(@.type=="Ready")].status}`) == "true true True"
+	})
+	// Readiness follows the file httpd serves.
+	cp.must("exec", "probed", "-c", "web", "--", "rm", "/www/index.html")
+	waitUntil(t, 30*time.Second, "web not ready", func() bool { return ready("web") == "false" })
+	cp.must("exec", "probed", "-c", "web", "--", "sh", "-c", "echo ok > /www/index.html")
+	waitUntil(t, 30*time.Second, "web ready again", func() bool { return ready("web") == "true" })
+	// Liveness: the restarted web recreates /tmp/alive, so one restart.
+	cp.must("exec", "probed", "-c", "web", "--", "rm", "/tmp/alive")
+	waitUntil(t, 60*time.Second, "web restarted by its liveness probe", func() bool {
+		return field(`{.status.containerStatuses[?(@.name=="web")].restartCount}`) == "1" && ready("web") == "true"
+	})
+	time.Sleep(3 * time.Second)
+	if n := field(`{.status.containerStatuses[?(@.name=="web")].restartCount}`); n != "1" {
+		t.Errorf("web restarted %s times, want once", n)
+	}
+	events := cp.must("get", "events", "--field-selector", "involvedObject.name=probed", "-o", "custom-columns=REASON:.reason,MESSAGE:.message", "--no-headers")
+	for _, want := range []string{"Liveness probe failed", "Container web failed liveness probe, will be restarted", "Readiness probe failed", "Startup probe failed"} {
+		if !strings.Contains(events, want) {
+			t.Errorf("no event %q in:\n%s", want, events)
+		}
+	}
 }
