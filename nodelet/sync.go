@@ -39,6 +39,7 @@ type Runtime interface {
 	CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *corev1.Container, cfg runtime.ContainerConfig) (string, error)
 	StartContainer(ctx context.Context, id string) error
 	StopContainer(ctx context.Context, id string, grace time.Duration) error
+	Exec(ctx context.Context, id string, cmd []string, stdin io.Reader, stdout, stderr io.WriteCloser, tty bool, resize <-chan runtime.TerminalSize) error
 	RemoveContainer(ctx context.Context, id string) error
 }
 
@@ -288,7 +289,7 @@ func (s *Syncer) act(ctx context.Context, pod *corev1.Pod, rs *runtime.PodStatus
 		if info.GracePeriod != nil {
 			grace = gracePeriod(pod, *info.GracePeriod)
 		}
-		if err := s.cfg.Runtime.StopContainer(ctx, id, grace); err != nil {
+		if err := s.stopContainer(ctx, hookTarget{pod: pod, c: specOf(pod, info.Name), id: id, podIP: s.podIP(pod, rs)}, grace); err != nil {
 			return fmt.Errorf("kill container %s (%s: %s) of pod %s: %w", info.Name, id, info.Reason, podRef(pod), err)
 		}
 	}

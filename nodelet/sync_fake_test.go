@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"strings"
 	"testing"
@@ -36,6 +37,11 @@ func (f *fakeRuntime) EnsureImage(_ context.Context, ref string, _ corev1.PullPo
 }
 
 func (f *fakeRuntime) ImagePresent(context.Context, string) bool { return true }
+
+func (f *fakeRuntime) Exec(_ context.Context, id string, cmd []string, _ io.Reader, _, _ io.WriteCloser, _ bool, _ <-chan runtime.TerminalSize) error {
+	f.calls = append(f.calls, "Exec "+id)
+	return nil
+}
 
 func (f *fakeRuntime) RunSandbox(_ context.Context, _ *corev1.Pod, cfg runtime.SandboxConfig) (string, error) {
 	f.calls = append(f.calls, "RunSandbox "+cfg.NetNSPath)

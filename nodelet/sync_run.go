@@ -190,6 +190,9 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 		return wrap("start", err)
 	}
 	s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventStarted, "Started container %s", c.Name)
+	if err := s.postStart(ctx, hookTarget{pod: pod, c: c, id: id, podIP: s.podIP(pod, pc.rs, pc.sandbox.ip)}); err != nil {
+		return wrap("post-start hook of", err)
+	}
 	delete(waiting, c.Name)
 	s.log.Info("container started", "pod", podRef(pod), "container", c.Name, "id", id, "attempt", attempt)
 	return nil
@@ -336,7 +339,7 @@ func (s *Syncer) stopContainers(ctx context.Context, pod *corev1.Pod, rs *runtim
 		n++
 		s.containerEvent(pod, cs.Name, corev1.EventTypeNormal, eventKilling, "Stopping container %s", cs.Name)
 		go func(cs runtime.ContainerStatus) {
-			if err := s.cfg.Runtime.StopContainer(ctx, cs.ID, d); err != nil {
+			if err := s.stopContainer(ctx, hookTarget{pod: pod, c: specOf(pod, cs.Name), id: cs.ID, podIP: s.podIP(pod, rs)}, d); err != nil {
 				errc <- fmt.Errorf("stop container %s (%s) of pod %s: %w", cs.Name, cs.ID, podRef(pod), err)
 				return
 			}

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +51,7 @@ func TestPodLifecycleOnRealNode(t *testing.T) {
 
 	t.Run("volumes", func(t *testing.T) { testVolumes(t, cp) })
 	t.Run("probes", func(t *testing.T) { testProbes(t, cp) })
+	t.Run("hooks", func(t *testing.T) { testHooks(t, cp) })
 
 	cp.must("delete", "-f", "testdata/lifecycle-pods.yaml", "--ignore-not-found", "--wait=false")
 	waitUntil(t, 90*time.Second, "no pods", func() bool {
@@ -128,4 +131,65 @@ func testProbes(t *testing.T, cp *controlPlane) {
 			t.Errorf("no event %q in:\n%s", want, events)
 		}
 	}
+}
+
+const hooksPods = `
+apiVersion: v1
+kind: Pod
+metadata:
+  name: hooks
+spec:
+  terminationGracePeriodSeconds: 10
+  containers:
+  - name: main
+    image: busybox:1.36
+    command: ["sh", "-c", "trap 'echo term >> /hook/log; exit 0' TERM; while :; do sleep 0.1; done"]
+    volumeMounts: [{name: hook, mountPath: /hook}]
+    lifecycle:
+      postStart:
+        exec: {command: ["sh", "-c", "echo poststart >> /hook/log"]}
+      preStop:
+        exec: {command: ["sh", "-c", "echo prestop >> /hook/log; sleep 1"]}
+  volumes:
+  - name: hook
+    hostPath: {path: %q, type: DirectoryOrCreate}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: badhook
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: busybox:1.36
+    command: ["sleep", "100000"]
+    lifecycle:
+      postStart:
+        exec: {command: ["sh", "-c", "exit 3"]}
+`
+
+// testHooks: postStart runs after the start, preStop before the stop
+// signal (the container's TERM trap writes after it), and a failing
+// postStart kills the container with a FailedPostStartHook event.
+func testHooks(t *testing.T, cp *controlPlane) {
+	dir := t.TempDir()
+	if out, errOut, err := cp.kubectlStdin(fmt.Sprintf(hooksPods, dir), "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply: %v %s %s", err, out, errOut)
+	}
+	cp.must("wait", "--for=condition=Ready", "pod/hooks", "--timeout=60s")
+	cp.must("delete", "pod", "hooks", "--wait=true", "--timeout=60s")
+	log, err := os.ReadFile(filepath.Join(dir, "log"))
+	if err != nil || string(log) != "poststart\nprestop\nterm\n" {
+		t.Errorf("hook log %q (%v), want poststart, prestop, term", log, err)
+	}
+	waitUntil(t, 60*time.Second, "badhook restarted after its failed postStart", func() bool {
+		out, _, _ := cp.kubectl("get", "pod", "badhook", "-o", "jsonpath={.status.containerStatuses[0].restartCount}")
+		return out != "" && out != "0"
+	})
+	events := cp.must("get", "events", "--field-selector", "involvedObject.name=badhook,reason=FailedPostStartHook", "-o", "custom-columns=MSG:.message", "--no-headers")
+	if !strings.Contains(events, "Exec lifecycle hook") {
+		t.Errorf("FailedPostStartHook events: %q", events)
+	}
+	cp.must("delete", "pod", "badhook", "--wait=false")
 }

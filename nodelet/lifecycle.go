@@ -1,0 +1,174 @@
+package nodelet
+
+// Lifecycle hooks, as upstream's kubelet runs them: postStart right after
+// a container started (a failure kills it: FailedPostStartHook), preStop
+// before the stop signal, within the grace period (FailedPreStopHook).
+// Handlers: exec in the container, httpGet to the pod's IP, sleep.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nodelet/nodelet/runtime"
+)
+
+// minStopGrace is what the stop signal keeps of the grace period after a
+// preStop hook, as upstream's minimumGracePeriodInSeconds.
+const minStopGrace = 2 * time.Second
+
+// hookTarget is the container a hook runs for.
+type hookTarget struct {
+	pod   *corev1.Pod
+	c     *corev1.Container
+	id    string // the container instance
+	podIP string
+}
+
+// runHook runs one handler; the error says what failed, as the event's
+// message.
+func (s *Syncer) runHook(ctx context.Context, t hookTarget, h *corev1.LifecycleHandler) error {
+	switch {
+	case h.Exec != nil:
+		var out lockedBuffer
+		err := s.cfg.Runtime.Exec(ctx, t.id, h.Exec.Command, nil, nopWriteCloser{&out}, nopWriteCloser{&out}, false, nil)
+		if err != nil {
+			return fmt.Errorf("Exec lifecycle hook (%v) for Container %q in Pod %q failed - error: %v, message: %q",
+				h.Exec.Command, t.c.Name, podRef(t.pod), err, strings.TrimSpace(string(out.Bytes())))
+		}
+		return nil
+	case h.HTTPGet != nil:
+		if err := httpHook(ctx, t, h.HTTPGet); err != nil {
+			return fmt.Errorf("HTTP lifecycle hook (%s) for Container %q in Pod %q failed - error: %v",
+				h.HTTPGet.Path, t.c.Name, podRef(t.pod), err)
+		}
+		return nil
+	case h.Sleep != nil:
+		select {
+		case <-time.After(time.Duration(h.Sleep.Seconds) * time.Second):
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	return errors.New("lifecycle hook has no handler")
+}
+
+// httpHook GETs the hook's URL (host: the pod's IP by default), any 2xx or
+// 3xx answer is success.
+func httpHook(ctx context.Context, t hookTarget, g *corev1.HTTPGetAction) error {
+	port, err := hookPort(t.c, g.Port)
+	if err != nil {
+		return err
+	}
+	host := g.Host
+	if host == "" {
+		host = t.podIP
+	}
+	scheme := strings.ToLower(string(g.Scheme))
+	if scheme == "" {
+		scheme = "http"
+	}
+	u := url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(port)), Path: g.Path}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	for _, h := range g.HTTPHeaders {
+		req.Header.Add(h.Name, h.Value)
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 10<<10))
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return fmt.Errorf("HTTP lifecycle hook returned %s", resp.Status)
+	}
+	return nil
+}
+
+func hookPort(c *corev1.Container, p intstr.IntOrString) (int, error) {
+	if p.Type == intstr.Int {
+		return int(p.IntVal), nil
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == p.StrVal {
+			return int(cp.ContainerPort), nil
+		}
+	}
+	return 0, fmt.Errorf("port %q not found in container %s", p.StrVal, c.Name)
+}
+
+// postStart runs the container's postStart hook; a failure kills the
+// container (it restarts as the restart policy says).
+func (s *Syncer) postStart(ctx context.Context, t hookTarget) error {
+	if t.c.Lifecycle == nil || t.c.Lifecycle.PostStart == nil {
+		return nil
+	}
+	err := s.runHook(ctx, t, t.c.Lifecycle.PostStart)
+	if err == nil {
+		return nil
+	}
+	s.containerEvent(t.pod, t.c.Name, corev1.EventTypeWarning, "FailedPostStartHook", "%v", err)
+	s.containerEvent(t.pod, t.c.Name, corev1.EventTypeNormal, eventKilling, "FailedPostStartHook")
+	if kerr := s.cfg.Runtime.StopContainer(ctx, t.id, gracePeriod(t.pod, -1)); kerr != nil {
+		return errors.Join(err, kerr)
+	}
+	return err
+}
+
+// stopContainer runs the container's preStop hook within grace, then
+// stops it with what is left of grace (at least minStopGrace).
+func (s *Syncer) stopContainer(ctx context.Context, t hookTarget, grace time.Duration) error {
+	if t.c != nil && t.c.Lifecycle != nil && t.c.Lifecycle.PreStop != nil && grace > 0 {
+		start := time.Now()
+		hctx, cancel := context.WithTimeout(ctx, grace)
+		if err := s.runHook(hctx, t, t.c.Lifecycle.PreStop); err != nil {
+			s.containerEvent(t.pod, t.c.Name, corev1.EventTypeWarning, "FailedPreStopHook", "%v", err)
+		}
+		cancel()
+		grace = max(grace-time.Since(start), minStopGrace)
+	}
+	return s.cfg.Runtime.StopContainer(ctx, t.id, grace)
+}
+
+// specOf returns the pod's (app or init) container of that name.
+func specOf(pod *corev1.Pod, name string) *corev1.Container {
+	for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+	}
+	return nil
+}
+
+// podIP is the address hooks reach the pod at: a sandbox's IP known to
+// the caller, else the newest sandbox's, or the node's for host-network
+// pods.
+func (s *Syncer) podIP(pod *corev1.Pod, rs *runtime.PodStatus, known ...string) string {
+	if pod.Spec.HostNetwork {
+		return s.cfg.NodeIP
+	}
+	for _, ip := range known {
+		if ip != "" {
+			return ip
+		}
+	}
+	if sb := rs.LatestSandbox(); sb != nil {
+		return sb.IP
+	}
+	return ""
+}
