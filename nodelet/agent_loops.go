@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -43,7 +44,10 @@ type wired struct {
 	workers *podworkers.Workers
 	pods    cache.SharedIndexInformer
 	factory informers.SharedInformerFactory
-	hints   chan struct{} // runtime events -> PLEG relists
+	// services feed the containers' service environment variables.
+	services   cache.SharedIndexInformer
+	svcFactory informers.SharedInformerFactory
+	hints      chan struct{} // runtime events -> PLEG relists
 
 	probes   *prober.Manager
 	orphans  *orphans
@@ -111,7 +115,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	w.node.UpdateNow()
 	w.factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), w.pods.HasSynced) {
+	w.svcFactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), w.pods.HasSynced, w.services.HasSynced) {
 		return nilIfDone(ctx, errors.New("nodelet: pod informer did not sync"))
 	}
 	a.log.Info("nodelet running", "podCIDR", cidr)
@@ -162,11 +167,15 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 			recorder.Eventf(podReference(pod, containerFieldPath(pod, container)), eventtype, reason, "%s", message)
 		},
 	})
+	w.svcFactory = informers.NewSharedInformerFactory(a.client, 0)
+	svcInformer := w.svcFactory.Core().V1().Services()
+	w.services = svcInformer.Informer()
 	syncer, err := NewSyncer(SyncerConfig{Runtime: c.rt, Network: c.net, Cgroups: c.cg, CgroupDriver: c.driver,
 		Volumes: c.vols, Status: w.status, PodStatus: c.rt.PodStatus,
 		Backoff:  runtime.NewBackoff(10*time.Second, 5*time.Minute, time.Now),
 		Requeue:  func(pod *corev1.Pod, after time.Duration) { workers.SyncAfter(pod.UID, after) },
-		Recorder: recorder, Probes: w.probes, EnvSource: apiObjects{a.client},
+		Recorder: recorder, Probes: w.probes,
+		Services: func() ([]*corev1.Service, error) { return svcInformer.Lister().List(labels.Everything()) }, EnvSource: apiObjects{a.client},
 		PauseImage: a.cfg.PodInfraImage, NodeName: a.cfg.NodeName, NodeIP: w.node.Host().InternalIP,
 		ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain,
 		PodFilesDir: filepath.Join(a.cfg.RootDir, "pod-files"), LogRoot: a.cfg.LogRoot, OOMScoreAdjFloor: c.floor,

@@ -96,6 +96,9 @@ type SyncerConfig struct {
 	// Probes, optional, runs the probes; their results enter the plan
 	// (failed liveness: restart) and the status (ready, started).
 	Probes Probes
+	// Services, optional, lists the cluster's Services (an informer's
+	// lister) for the containers' service environment variables.
+	Services func() ([]*corev1.Service, error)
 	// Recorder, optional, records the pod's events (Pulling, Created,
 	// Started, Killing, BackOff, ...).
 	Recorder EventRecorder

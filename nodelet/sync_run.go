@@ -148,6 +148,14 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 		return wrap("create", err)
 	}
 	envCtx := runtime.EnvContext{PodIPs: podIPs, HostIPs: hostIPs, Objects: envObjs}
+	if s.cfg.Services != nil {
+		all, err := s.cfg.Services()
+		if err != nil {
+			setWaiting(waiting, c.Name, "CreateContainerConfigError", err.Error())
+			return wrap("list services for", err)
+		}
+		envCtx.Services = runtime.ServiceEnv(runtime.PodServices(all, pod))
+	}
 	subPaths, err := s.subPaths(pc, c, envCtx)
 	if err != nil {
 		setWaiting(waiting, c.Name, "CreateContainerConfigError", err.Error())

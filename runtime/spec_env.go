@@ -69,6 +69,10 @@ type EnvContext struct {
 	// resourceFieldRef (as upstream: the node's allocatable).
 	Allocatable corev1.ResourceList
 	Objects     EnvObjects
+	// Services is the service environment (ServiceEnv of PodServices):
+	// $(VAR) references may use it, and it is added after the
+	// container's own variables, which win.
+	Services map[string]string
 }
 
 // envList keeps variables in first-definition order with later values
@@ -107,7 +111,7 @@ func ContainerEnv(pod *corev1.Pod, c *corev1.Container, ec EnvContext) ([]string
 	}
 	for _, v := range c.Env {
 		if v.ValueFrom == nil {
-			env.set(v.Name, Expand(v.Value, MappingFor(env.values)))
+			env.set(v.Name, Expand(v.Value, MappingFor(env.values, ec.Services)))
 			continue
 		}
 		val, ok, err := envValueFrom(pod, c, v.ValueFrom, cache, ec)
@@ -116,6 +120,16 @@ func ContainerEnv(pod *corev1.Pod, c *corev1.Container, ec EnvContext) ([]string
 		}
 		if ok {
 			env.set(v.Name, val)
+		}
+	}
+	names := make([]string, 0, len(ec.Services))
+	for name := range ec.Services {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if _, ok := env.values[name]; !ok {
+			env.set(name, ec.Services[name])
 		}
 	}
 	return env.slice(), nil

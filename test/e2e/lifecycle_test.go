@@ -50,6 +50,15 @@ func TestPodLifecycleOnRealNode(t *testing.T) {
 	})
 
 	t.Run("volumes", func(t *testing.T) { testVolumes(t, cp) })
+	t.Run("service env", func(t *testing.T) {
+		env := cp.must("exec", "vols", "--", "env")
+		ip := cp.must("get", "service", "kubernetes", "-o", "jsonpath={.spec.clusterIP}")
+		for _, want := range []string{"KUBERNETES_SERVICE_HOST=" + ip, "KUBERNETES_SERVICE_PORT=443", "KUBERNETES_PORT=tcp://" + ip + ":443"} {
+			if !strings.Contains(env, want) {
+				t.Errorf("no %s in the container's env:\n%s", want, env)
+			}
+		}
+	})
 	t.Run("probes", func(t *testing.T) { testProbes(t, cp) })
 	t.Run("hooks", func(t *testing.T) { testHooks(t, cp) })
 
@@ -123,7 +132,9 @@ func testProbes(t *testing.T, cp *controlPlane) {
 	})
 	time.Sleep(3 * time.Second)
 	if n := field(`{.status.containerStatuses[?(@.name=="web")].restartCount}`); n != "1" {
-		t.Errorf("web restarted %s times, want once", n)
+		st := field(`{.status.containerStatuses[?(@.name=="web")]}`)
+		ev, _, _ := cp.kubectl("get", "events", "--field-selector", "involvedObject.name=probed", "-o", "custom-columns=T:.lastTimestamp,REASON:.reason,MESSAGE:.message", "--no-headers")
+		t.Errorf("web restarted %s times, want once; status %s\nevents:\n%s", n, st, ev)
 	}
 	events := cp.must("get", "events", "--field-selector", "involvedObject.name=probed", "-o", "custom-columns=REASON:.reason,MESSAGE:.message", "--no-headers")
 	for _, want := range []string{"Liveness probe failed", "Container web failed liveness probe, will be restarted", "Readiness probe failed", "Startup probe failed"} {
