@@ -79,8 +79,13 @@ type Config struct {
 	// SystemReserved and KubeReserved are taken off the node's capacity
 	// to give its allocatable (--system-reserved, --kube-reserved).
 	SystemReserved, KubeReserved corev1.ResourceList
-	ClusterDNS                   []string
-	ClusterDomain                string
+	// RegistryConfigDir holds containerd's hosts.toml files (mirrors,
+	// insecure registries); MaxParallelImagePulls: see
+	// runtime.RegistryConfig (0: serialized, as --serialize-image-pulls).
+	RegistryConfigDir     string
+	MaxParallelImagePulls int
+	ClusterDNS            []string
+	ClusterDomain         string
 
 	// Address and Port are where the nodelet's HTTPS API listens (default
 	// 0.0.0.0:10250; Port < 0 disables it). TLSCertFile and TLSKeyFile are
@@ -182,7 +187,8 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 	}
 	c.rt, err = runtime.New(ctx, runtime.Config{Address: a.cfg.ContainerdAddress, Namespace: a.cfg.ContainerdNamespace,
 		RuncRoot: a.cfg.RuncRoot, StateDir: a.cfg.StateDir, LogRoot: a.cfg.LogRoot, LogDriver: a.cfg.LogDriver,
-		OOMScoreAdjFloor: c.floor, Logger: a.log.With("component", "runtime")})
+		OOMScoreAdjFloor: c.floor, Logger: a.log.With("component", "runtime"),
+		Registry: runtime.RegistryConfig{ConfigDir: a.cfg.RegistryConfigDir, MaxParallelPulls: a.cfg.MaxParallelImagePulls}})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: connect containerd at %s: %w", a.cfg.ContainerdAddress, err)
 	}

@@ -31,6 +31,7 @@ import (
 // Runtime is what the Syncer uses of *runtime.Containerd.
 type Runtime interface {
 	EnsureImage(ctx context.Context, ref string, policy corev1.PullPolicy) (runtime.Image, error)
+	EnsureImageWith(ctx context.Context, ref string, opts runtime.PullOptions) (runtime.Image, runtime.PullResult, error)
 	ImagePresent(ctx context.Context, ref string) bool
 	RunSandbox(ctx context.Context, pod *corev1.Pod, cfg runtime.SandboxConfig) (string, error)
 	SetSandboxIP(ctx context.Context, id, ip string) error

@@ -38,6 +38,11 @@ func (f *fakeRuntime) EnsureImage(_ context.Context, ref string, _ corev1.PullPo
 
 func (f *fakeRuntime) ImagePresent(context.Context, string) bool { return true }
 
+func (f *fakeRuntime) EnsureImageWith(ctx context.Context, ref string, opts runtime.PullOptions) (runtime.Image, runtime.PullResult, error) {
+	img, err := f.EnsureImage(ctx, ref, opts.Policy)
+	return img, runtime.PullResult{}, err
+}
+
 func (f *fakeRuntime) Exec(_ context.Context, id string, cmd []string, _ io.Reader, _, _ io.WriteCloser, _ bool, _ <-chan runtime.TerminalSize) error {
 	f.calls = append(f.calls, "Exec "+id)
 	return nil

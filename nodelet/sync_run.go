@@ -282,13 +282,13 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 	if pull {
 		s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventPulling, "Pulling image %q", c.Image)
 	}
-	start := time.Now()
-	img, err := s.cfg.Runtime.EnsureImage(ctx, c.Image, policy)
+	img, res, err := s.cfg.Runtime.EnsureImageWith(ctx, c.Image, runtime.PullOptions{Policy: policy, Secrets: s.pullSecrets(ctx, pod)})
 	switch {
 	case err != nil:
 		s.containerEvent(pod, c.Name, corev1.EventTypeWarning, eventFailed, "Failed to pull image %q: %v", c.Image, err)
-	case pull:
-		s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventPulled, "Successfully pulled image %q in %s", c.Image, time.Since(start).Round(time.Millisecond))
+	case res.Pulled:
+		s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventPulled, "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.",
+			c.Image, res.Duration.Round(time.Millisecond), res.WithWaiting.Round(time.Millisecond), img.Size)
 	default:
 		s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventPulled, "Container image %q already present on machine", c.Image)
 	}
@@ -312,6 +312,24 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 	}
 	setWaiting(waiting, c.Name, reason, err.Error())
 	return runtime.Image{}, err
+}
+
+// pullSecrets fetches the pod's imagePullSecrets; a missing one is
+// skipped (as upstream: the pull may still work without it).
+func (s *Syncer) pullSecrets(ctx context.Context, pod *corev1.Pod) []*corev1.Secret {
+	if s.cfg.EnvSource == nil {
+		return nil
+	}
+	var out []*corev1.Secret
+	for _, ref := range pod.Spec.ImagePullSecrets {
+		sec, err := s.cfg.EnvSource.Secret(ctx, pod.Namespace, ref.Name)
+		if err != nil {
+			s.log.Info("image pull secret not available", "pod", podRef(pod), "secret", ref.Name, "err", err)
+			continue
+		}
+		out = append(out, sec)
+	}
+	return out
 }
 
 // killPod stops every container (within grace; < 0: the pod's own), then

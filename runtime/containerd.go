@@ -78,7 +78,9 @@ type Config struct {
 	LogDriver string
 	// OOMScoreAdjFloor: see SandboxSpecConfig.
 	OOMScoreAdjFloor int
-	Logger           *slog.Logger
+	// Registry configures image pulls (registry.go).
+	Registry RegistryConfig
+	Logger   *slog.Logger
 }
 
 // Containerd is the nodelet's runtime on containerd. Its methods are safe
@@ -87,6 +89,7 @@ type Containerd struct {
 	cfg    Config
 	client *containerd.Client
 	log    *slog.Logger
+	pulls  *pullQueue
 
 	mu       sync.Mutex
 	closers  map[string]io.Closer // log files of containers copied in-process
@@ -111,7 +114,10 @@ func New(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Containerd{cfg: cfg, client: client, log: cfg.Logger, closers: map[string]io.Closer{}, attached: map[string]*attachIO{}}, nil
+	return &Containerd{
+		cfg: cfg, client: client, log: cfg.Logger, pulls: newPullQueue(cfg.Registry.MaxParallelPulls),
+		closers: map[string]io.Closer{}, attached: map[string]*attachIO{},
+	}, nil
 }
 
 // Client is the underlying containerd client (for image import at start).

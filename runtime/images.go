@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
@@ -36,7 +37,10 @@ type Image struct {
 	// RepoDigest is the reference by manifest digest
 	// (docker.io/library/nginx@sha256:...), for status.imageID.
 	RepoDigest string
-	Config     ImageConfig
+	// Size is the size of the image's content (manifest, config and
+	// compressed layers) in bytes, as containerd's CRI reports it.
+	Size   int64
+	Config ImageConfig
 }
 
 // NormalizeImageRef expands a reference as docker does: nginx:1.22 becomes
@@ -73,33 +77,92 @@ func ImportArchive(ctx context.Context, client *containerd.Client, path, snapsho
 	return refs, nil
 }
 
-// EnsureImage makes the image present and unpacked according to the pull
-// policy: IfNotPresent and Never use a local image; Always, and a missing
-// image under IfNotPresent, pull (errors wrap ErrImagePull); a missing
-// image under Never is ErrImageNeverPull. An empty policy is IfNotPresent.
+// PullOptions says how EnsureImageWith gets an image.
+type PullOptions struct {
+	// Policy is the container's imagePullPolicy; empty is IfNotPresent.
+	Policy corev1.PullPolicy
+	// Secrets are the pod's image pull secrets, fetched by the caller:
+	// those of type kubernetes.io/dockerconfigjson and kubernetes.io/
+	// dockercfg give the credentials (see registry_auth.go); others are
+	// ignored.
+	Secrets []*corev1.Secret
+}
+
+// PullResult tells what EnsureImageWith did.
+type PullResult struct {
+	// Pulled is true when the image came from a registry (Always, or
+	// missing under IfNotPresent), false when the local image served.
+	Pulled bool
+	// Duration is how long the pull itself took.
+	Duration time.Duration
+	// WithWaiting is the whole call, waiting for a pull slot (or for the
+	// same pull of another caller) included: upstream's "(Ys including
+	// waiting)".
+	WithWaiting time.Duration
+}
+
+// EnsureImage is EnsureImageWith without pull secrets.
 func (c *Containerd) EnsureImage(ctx context.Context, ref string, policy corev1.PullPolicy) (Image, error) {
+	img, _, err := c.EnsureImageWith(ctx, ref, PullOptions{Policy: policy})
+	return img, err
+}
+
+// EnsureImageWith makes the image present and unpacked according to the
+// pull policy: IfNotPresent and Never use a local image; Always, and a
+// missing image under IfNotPresent, pull with the matching credentials of
+// the secrets (errors wrap ErrImagePull); a missing image under Never is
+// ErrImageNeverPull. Pulls wait for a slot (RegistryConfig.
+// MaxParallelPulls); callers pulling the same image with the same
+// credentials at once share one pull.
+func (c *Containerd) EnsureImageWith(ctx context.Context, ref string, opts PullOptions) (Image, PullResult, error) {
+	start := time.Now()
 	ctx = c.nsCtx(ctx)
 	name, err := NormalizeImageRef(ref)
 	if err != nil {
-		return Image{}, err
+		return Image{}, PullResult{}, err
 	}
 	var img containerd.Image
-	if policy != corev1.PullAlways {
+	if opts.Policy != corev1.PullAlways {
 		img, err = c.client.GetImage(ctx, name)
 		switch {
-		case errdefs.IsNotFound(err) && policy == corev1.PullNever:
-			return Image{}, fmt.Errorf("image %s: %w", name, ErrImageNeverPull)
+		case errdefs.IsNotFound(err) && opts.Policy == corev1.PullNever:
+			return Image{}, PullResult{}, fmt.Errorf("image %s: %w", name, ErrImageNeverPull)
 		case err != nil && !errdefs.IsNotFound(err):
-			return Image{}, fmt.Errorf("look up image %s: %w", name, err)
+			return Image{}, PullResult{}, fmt.Errorf("look up image %s: %w", name, err)
 		}
 	}
+	var res PullResult
 	if img == nil {
-		img, err = c.client.Pull(ctx, name, containerd.WithPullUnpack, containerd.WithPullSnapshotter(c.cfg.SnapshotterName))
-		if err != nil {
-			return Image{}, fmt.Errorf("%w: pull %s: %w", ErrImagePull, name, err)
+		if img, res.Duration, err = c.pullImage(ctx, name, opts.Secrets); err != nil {
+			return Image{}, PullResult{}, err
 		}
+		res.Pulled = true
 	}
-	return c.describeImage(ctx, img)
+	out, err := c.describeImage(ctx, img)
+	res.WithWaiting = time.Since(start)
+	return out, res, err
+}
+
+// pullImage pulls name through the pull queue with the credentials of the
+// secrets that match it.
+func (c *Containerd) pullImage(ctx context.Context, name string, secrets []*corev1.Secret) (containerd.Image, time.Duration, error) {
+	kr, err := keyringFromSecrets(secrets)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: pull %s: %w", ErrImagePull, name, err)
+	}
+	named, err := reference.ParseNormalizedNamed(name)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %q: %v", ErrInvalidImageName, name, err)
+	}
+	creds, _ := kr.lookup(reference.TrimNamed(named).String())
+	img, took, err := c.pulls.do(ctx, name+"\x00"+credentialsKey(creds), func(ctx context.Context) (containerd.Image, error) {
+		return c.pullWithCredentials(ctx, name, creds)
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: pull %s: %w", ErrImagePull, name, err)
+	}
+	c.log.Debug("pulled image", "image", name, "took", took)
+	return img, took, nil
 }
 
 // ImagePresent tells whether the image is in containerd's store (so that
@@ -133,9 +196,14 @@ func (c *Containerd) describeImage(ctx context.Context, img containerd.Image) (I
 	if err != nil {
 		return Image{}, fmt.Errorf("read config descriptor of image %s: %w", name, err)
 	}
+	size, err := img.Size(ctx)
+	if err != nil {
+		return Image{}, fmt.Errorf("size of image %s: %w", name, err)
+	}
 	out := Image{
-		Ref: name,
-		ID:  cfgDesc.Digest.String(),
+		Ref:  name,
+		ID:   cfgDesc.Digest.String(),
+		Size: size,
 		Config: ImageConfig{
 			User:       spec.Config.User,
 			Env:        spec.Config.Env,

@@ -4,8 +4,10 @@
 set -euo pipefail
 
 # containerd, runc and the CNI plugins run the nodelet's pods; busybox-static
-# and nginx-light are what the test images are built from.
-packages=(ca-certificates git make iproute2 iptables containerd runc containernetworking-plugins busybox-static nginx-light)
+# and nginx-light are what the test images are built from; docker-registry
+# and apache2-utils (htpasswd) give the image pull tests a registry of their
+# own on 127.0.0.1 (started by the tests, never as a service).
+packages=(ca-certificates git make iproute2 iptables containerd runc containernetworking-plugins busybox-static nginx-light docker-registry apache2-utils)
 missing=()
 for pkg in "${packages[@]}"; do
 	dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

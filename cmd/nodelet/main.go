@@ -78,12 +78,23 @@ func run(args []string) error {
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serving certificate of the HTTPS API, signed by the cluster CA (see controlplane serving-cert); default: self-signed")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-private-key-file", "", "private key of --tls-cert-file")
 	fs.StringVar(&cfg.ClientCAFile, "client-ca-file", "", "CA bundle that callers' client certificates must chain to (default: the kubeconfig's CA)")
+	fs.StringVar(&cfg.RegistryConfigDir, "registry-config-dir", runtime.DefaultRegistryConfigDir, "containerd-style registry host configuration (<dir>/<host>/hosts.toml): mirrors, insecure registries")
+	serialize := fs.Bool("serialize-image-pulls", true, "pull one image at a time")
+	maxPulls := fs.Int("max-parallel-image-pulls", 0, "at most this many pulls at once with --serialize-image-pulls=false (0: no limit)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if kubeconfig == "" {
 		return fmt.Errorf("--kubeconfig is required")
+	}
+	switch {
+	case *serialize && *maxPulls > 1:
+		return fmt.Errorf("--max-parallel-image-pulls=%d needs --serialize-image-pulls=false", *maxPulls)
+	case !*serialize && *maxPulls <= 0:
+		cfg.MaxParallelImagePulls = -1 // no limit
+	case !*serialize:
+		cfg.MaxParallelImagePulls = *maxPulls
 	}
 	var err error
 	if cfg.SystemReserved, err = parseResourceList(systemReserved); err != nil {
