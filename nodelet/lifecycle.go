@@ -138,7 +138,8 @@ func (s *Syncer) stopContainer(ctx context.Context, t hookTarget, grace time.Dur
 			s.containerEvent(t.pod, t.c.Name, corev1.EventTypeWarning, "FailedPreStopHook", "%v", err)
 		}
 		cancel()
-		grace = max(grace-time.Since(start), minStopGrace)
+		// Whole seconds, as upstream counts the hook's time.
+		grace = max(grace-time.Since(start).Truncate(time.Second), minStopGrace)
 	}
 	return s.cfg.Runtime.StopContainer(ctx, t.id, grace)
 }
