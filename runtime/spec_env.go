@@ -8,15 +8,14 @@ package runtime
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodelet/nodelet/fieldpath"
 )
 
 // ErrContainerConfig marks a container whose configuration cannot be
@@ -186,7 +185,7 @@ func envValueFrom(pod *corev1.Pod, c *corev1.Container, from *corev1.EnvVarSourc
 		v, err := PodFieldValue(pod, from.FieldRef.FieldPath, ec.PodIPs, ec.HostIPs)
 		return v, err == nil, err
 	case from.ResourceFieldRef != nil:
-		v, err := ResourceFieldValue(pod, c, from.ResourceFieldRef, ec.Allocatable)
+		v, err := fieldpath.ContainerResource(pod, c, from.ResourceFieldRef, ec.Allocatable)
 		return v, err == nil, err
 	case from.ConfigMapKeyRef != nil:
 		ref := from.ConfigMapKeyRef
@@ -252,135 +251,13 @@ func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
 
 func isTrue(b *bool) bool { return b != nil && *b }
 
-// PodFieldValue resolves a downward-API fieldRef path for env.
+// PodFieldValue resolves a downward-API fieldRef path for env
+// (fieldpath.PodField); a host-network pod's IPs are the node's.
 func PodFieldValue(pod *corev1.Pod, fieldPath string, podIPs, hostIPs []string) (string, error) {
-	if strings.HasPrefix(fieldPath, "metadata.labels[") || strings.HasPrefix(fieldPath, "metadata.annotations[") {
-		base, key, ok := splitSubscript(fieldPath)
-		if !ok {
-			return "", fmt.Errorf("unsupported fieldPath %q", fieldPath)
-		}
-		if base == "metadata.labels" {
-			return pod.Labels[key], nil
-		}
-		return pod.Annotations[key], nil
-	}
 	if pod.Spec.HostNetwork && len(podIPs) == 0 {
 		podIPs = hostIPs
 	}
-	switch fieldPath {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "metadata.labels":
-		return formatMap(pod.Labels), nil
-	case "metadata.annotations":
-		return formatMap(pod.Annotations), nil
-	case "spec.nodeName":
-		return pod.Spec.NodeName, nil
-	case "spec.serviceAccountName":
-		return pod.Spec.ServiceAccountName, nil
-	case "status.podIP":
-		return first(podIPs), nil
-	case "status.podIPs":
-		return strings.Join(podIPs, ","), nil
-	case "status.hostIP":
-		return first(hostIPs), nil
-	case "status.hostIPs":
-		return strings.Join(hostIPs, ","), nil
-	}
-	return "", fmt.Errorf("unsupported fieldPath %q", fieldPath)
-}
-
-// splitSubscript splits "metadata.labels['key']" into its base and key.
-func splitSubscript(p string) (base, key string, ok bool) {
-	open := strings.Index(p, "[")
-	if open < 0 || !strings.HasSuffix(p, "]") {
-		return "", "", false
-	}
-	inner := p[open+1 : len(p)-1]
-	if len(inner) < 2 || (inner[0] != '\'' && inner[0] != '"') || inner[len(inner)-1] != inner[0] {
-		return "", "", false
-	}
-	return p[:open], inner[1 : len(inner)-1], true
-}
-
-// formatMap renders a map as the downward API does: sorted key="value"
-// lines.
-func formatMap(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	lines := make([]string, 0, len(keys))
-	for _, k := range keys {
-		lines = append(lines, fmt.Sprintf("%s=%q", k, m[k]))
-	}
-	return strings.Join(lines, "\n")
-}
-
-func first(s []string) string {
-	if len(s) == 0 {
-		return ""
-	}
-	return s[0]
-}
-
-// ResourceFieldValue resolves a resourceFieldRef as upstream: the value
-// divided by the divisor (default 1), rounded up; a limit the container
-// does not set is taken from allocatable.
-func ResourceFieldValue(pod *corev1.Pod, c *corev1.Container, ref *corev1.ResourceFieldSelector, allocatable corev1.ResourceList) (string, error) {
-	if ref.ContainerName != "" && ref.ContainerName != c.Name {
-		c = findContainer(pod, ref.ContainerName)
-		if c == nil {
-			return "", fmt.Errorf("resourceFieldRef: no container %q", ref.ContainerName)
-		}
-	}
-	divisor := ref.Divisor
-	if divisor.IsZero() {
-		divisor = resource.MustParse("1")
-	}
-	kind, name, _ := strings.Cut(ref.Resource, ".")
-	var list corev1.ResourceList
-	switch kind {
-	case "limits":
-		list = c.Resources.Limits
-	case "requests":
-		list = c.Resources.Requests
-	default:
-		return "", fmt.Errorf("unsupported container resource %q", ref.Resource)
-	}
-	q, ok := list[corev1.ResourceName(name)]
-	if !ok && kind == "limits" {
-		q, ok = allocatable[corev1.ResourceName(name)]
-	}
-	if !ok {
-		q = resource.Quantity{}
-	}
-	switch corev1.ResourceName(name) {
-	case corev1.ResourceCPU:
-		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
-	case corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
-		return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
-	}
-	return "", fmt.Errorf("unsupported container resource %q", ref.Resource)
-}
-
-func findContainer(pod *corev1.Pod, name string) *corev1.Container {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
-	}
-	return nil
+	return fieldpath.PodField(pod, fieldPath, podIPs, hostIPs)
 }
 
 // MappingFor returns a $(VAR) lookup over the given maps, first match wins;

@@ -215,30 +215,3 @@ func TestExpandCommand(t *testing.T) {
 		t.Fatalf("got %q %q", cmd, args)
 	}
 }
-
-func TestResourceFieldValueOtherContainerAndErrors(t *testing.T) {
-	pod := envPod()
-	pod.Spec.Containers = []corev1.Container{
-		{Name: "app"},
-		{Name: "side", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}},
-	}
-	app := &pod.Spec.Containers[0]
-	got, err := ResourceFieldValue(pod, app, &corev1.ResourceFieldSelector{ContainerName: "side", Resource: "limits.memory", Divisor: resource.MustParse("1Mi")}, nil)
-	if err != nil || got != "128" {
-		t.Errorf("other container: %q %v", got, err)
-	}
-	for _, ref := range []*corev1.ResourceFieldSelector{
-		{ContainerName: "nope", Resource: "limits.cpu"},
-		{Resource: "limits.gpu"},
-		{Resource: "cpu"},
-	} {
-		if _, err := ResourceFieldValue(pod, app, ref, nil); err == nil {
-			t.Errorf("%+v: want error", ref)
-		}
-	}
-	for _, p := range []string{"metadata.labels[app]", "metadata.labels['app'", "metadata.annotations['x\"]"} {
-		if _, err := PodFieldValue(pod, p, nil, nil); err == nil {
-			t.Errorf("%s: want error", p)
-		}
-	}
-}

@@ -208,8 +208,8 @@ func TestDownwardAPIValues(t *testing.T) {
 		{res("init", "limits.hugepages-2Mi", ""), "0", ""},
 		{res("", "limits.cpu", ""), "", "containerName is required"},
 		{res("nope", "limits.cpu", ""), "", `container "nope" not found`},
-		{res("c", "limits.gpu", ""), "", "unsupported resourceFieldRef"},
-		{res("c", "cpu", ""), "", "unsupported resourceFieldRef"},
+		{res("c", "limits.gpu", ""), "", "unsupported container resource"},
+		{res("c", "cpu", ""), "", "unsupported container resource"},
 		{corev1.DownwardAPIVolumeFile{Path: "f"}, "", "neither fieldRef nor resourceFieldRef"},
 	}
 	pod := downwardPod()
