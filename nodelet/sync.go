@@ -52,10 +52,10 @@ type Network interface {
 
 // Volumes is what the Syncer uses of *volumes.Manager.
 type Volumes interface {
+	// SetupPod prepares the pod's volumes and, at every later sync,
+	// rewrites configMap, secret, downwardAPI and projected volumes whose
+	// content changed (so running containers see updated objects).
 	SetupPod(ctx context.Context, pod *corev1.Pod) (map[string]volumes.Mount, error)
-	// UpdatePod rewrites configMap, secret, downwardAPI and projected
-	// volumes whose content changed.
-	UpdatePod(ctx context.Context, pod *corev1.Pod) error
 	// PrepareSubPath resolves a volumeMount's subPath inside its volume
 	// (creating it when missing) and returns the host path to bind.
 	PrepareSubPath(pod *corev1.Pod, container string, index int, volume string, mnt volumes.Mount, sub string) (string, error)
@@ -308,11 +308,6 @@ func (s *Syncer) act(ctx context.Context, pod *corev1.Pod, rs *runtime.PodStatus
 	if err != nil {
 		s.podEvent(pod, corev1.EventTypeWarning, eventFailedMount, "MountVolume.SetUp failed: %v", err)
 		return fmt.Errorf("set up volumes of pod %s: %w", podRef(pod), err)
-	}
-	// Objects changed since: the running containers see the new content
-	// (the old stays in place on failure).
-	if err := s.cfg.Volumes.UpdatePod(ctx, pod); err != nil {
-		s.podEvent(pod, corev1.EventTypeWarning, eventFailedMount, "MountVolume.Update failed: %v", err)
 	}
 	sb := sandboxInfo{id: a.SandboxID}
 	// Containers with no status show ContainerCreating (PodInitializing

@@ -132,7 +132,6 @@ type fakeVolumes struct{ torn int }
 func (f *fakeVolumes) SetupPod(context.Context, *corev1.Pod) (map[string]volumes.Mount, error) {
 	return map[string]volumes.Mount{}, nil
 }
-func (f *fakeVolumes) UpdatePod(context.Context, *corev1.Pod) error { return nil }
 func (f *fakeVolumes) PrepareSubPath(_ *corev1.Pod, _ string, _ int, _ string, mnt volumes.Mount, sub string) (string, error) {
 	return mnt.HostPath + "/" + sub, nil
 }
