@@ -44,6 +44,7 @@ const (
 type Runtime interface {
 	PodStatus(ctx context.Context, uid types.UID) (*runtime.PodStatus, error)
 	Exec(ctx context.Context, id string, cmd []string, stdin io.Reader, stdout, stderr io.WriteCloser, tty bool, resize <-chan runtime.TerminalSize) error
+	ExecSync(ctx context.Context, id string, cmd []string) (output []byte, exitCode int, err error)
 	PortForward(ctx context.Context, podUID types.UID, port int32, stream io.ReadWriteCloser) error
 	// Attach connects to an interactive (stdin or tty) container's live
 	// streams; runtime.ErrNotAttachable for any other container.

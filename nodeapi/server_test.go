@@ -1,6 +1,7 @@
 package nodeapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -165,6 +166,23 @@ func (f *fakeRuntime) Exec(_ context.Context, id string, cmd []string, stdin io.
 	}
 	return exec(cmd, stdin, out, errOut)
 }
+
+// ExecSync behaves as the runtime's: Exec into one buffer, a non-zero
+// exit is a result.
+func (f *fakeRuntime) ExecSync(ctx context.Context, id string, cmd []string) ([]byte, int, error) {
+	var buf bytes.Buffer
+	w := nopWriteCloser{&buf}
+	err := f.Exec(ctx, id, cmd, nil, w, w, false, nil)
+	var exit *runtime.ExitError
+	if errors.As(err, &exit) {
+		return buf.Bytes(), exit.Code, nil
+	}
+	return buf.Bytes(), 0, err
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
 
 func (f *fakeRuntime) PortForward(_ context.Context, _ types.UID, port int32, stream io.ReadWriteCloser) error {
 	f.mu.Lock()

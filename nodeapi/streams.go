@@ -195,13 +195,11 @@ func (s *Server) serveRun(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, err)
 		return
 	}
-	var buf lockedBuffer
-	err = s.cfg.Runtime.Exec(r.Context(), c.ID, cmd, nil, nopCloser{&buf}, nopCloser{&buf}, false, nil)
-	var exit *runtime.ExitError
-	if err != nil && !errors.As(err, &exit) {
+	out, _, err := s.cfg.Runtime.ExecSync(r.Context(), c.ID, cmd)
+	if err != nil {
 		writeStatus(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain")
-	w.Write(buf.Bytes())
+	w.Write(out)
 }

@@ -1,11 +1,9 @@
 package nodelet
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -438,45 +436,15 @@ func (a *Agent) events(ctx context.Context) (record.EventRecorder, func(eventtyp
 	return rec, func(eventtype, reason, message string) { rec.Event(node, eventtype, reason, message) }
 }
 
-// probeExec runs exec probes in the container through containerd: the
-// output of both streams, the exit code; an error only when the command
-// could not run (a timeout wraps context.DeadlineExceeded).
+// probeExec runs exec probes in the container through containerd; an
+// error only when the command could not run (a timeout wraps the
+// context's error, which the prober reports as a timed-out probe).
 func probeExec(rt *runtime.Containerd) prober.ExecFunc {
-	return func(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, int, error) {
-		var out lockedBuffer
-		err := rt.Exec(ctx, id, cmd, nil, nopWriteCloser{&out}, nopWriteCloser{&out}, false, nil)
-		var exit *runtime.ExitError
-		switch {
-		case errors.As(err, &exit):
-			return out.Bytes(), exit.Code, nil
-		case err != nil:
-			if ctx.Err() != nil {
-				return out.Bytes(), -1, fmt.Errorf("exec probe: %w: %w", ctx.Err(), err)
-			}
-			return out.Bytes(), -1, err
+	return func(ctx context.Context, id string, cmd []string, _ time.Duration) ([]byte, int, error) {
+		out, code, err := rt.ExecSync(ctx, id, cmd)
+		if err != nil && ctx.Err() != nil {
+			return out, -1, fmt.Errorf("exec probe: %w: %w", ctx.Err(), err)
 		}
-		return out.Bytes(), 0, nil
+		return out, code, err
 	}
 }
-
-// lockedBuffer collects output written from two goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
-}
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

@@ -40,11 +40,13 @@ type hookTarget struct {
 func (s *Syncer) runHook(ctx context.Context, t hookTarget, h *corev1.LifecycleHandler) error {
 	switch {
 	case h.Exec != nil:
-		var out lockedBuffer
-		err := s.cfg.Runtime.Exec(ctx, t.id, h.Exec.Command, nil, nopWriteCloser{&out}, nopWriteCloser{&out}, false, nil)
+		out, code, err := s.cfg.Runtime.ExecSync(ctx, t.id, h.Exec.Command)
+		if err == nil && code != 0 {
+			err = fmt.Errorf("command terminated with exit code %d", code)
+		}
 		if err != nil {
 			return fmt.Errorf("Exec lifecycle hook (%v) for Container %q in Pod %q failed - error: %v, message: %q",
-				h.Exec.Command, t.c.Name, podRef(t.pod), err, strings.TrimSpace(string(out.Bytes())))
+				h.Exec.Command, t.c.Name, podRef(t.pod), err, strings.TrimSpace(string(out)))
 		}
 		return nil
 	case h.HTTPGet != nil:

@@ -40,7 +40,7 @@ type Runtime interface {
 	CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *corev1.Container, cfg runtime.ContainerConfig) (string, error)
 	StartContainer(ctx context.Context, id string) error
 	StopContainer(ctx context.Context, id string, grace time.Duration) error
-	Exec(ctx context.Context, id string, cmd []string, stdin io.Reader, stdout, stderr io.WriteCloser, tty bool, resize <-chan runtime.TerminalSize) error
+	ExecSync(ctx context.Context, id string, cmd []string) (output []byte, exitCode int, err error)
 	RemoveContainer(ctx context.Context, id string) error
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"strings"
 	"testing"
@@ -43,9 +42,9 @@ func (f *fakeRuntime) EnsureImageWith(ctx context.Context, ref string, opts runt
 	return img, runtime.PullResult{}, err
 }
 
-func (f *fakeRuntime) Exec(_ context.Context, id string, cmd []string, _ io.Reader, _, _ io.WriteCloser, _ bool, _ <-chan runtime.TerminalSize) error {
+func (f *fakeRuntime) ExecSync(_ context.Context, id string, _ []string) ([]byte, int, error) {
 	f.calls = append(f.calls, "Exec "+id)
-	return nil
+	return nil, 0, nil
 }
 
 func (f *fakeRuntime) RunSandbox(_ context.Context, _ *corev1.Pod, cfg runtime.SandboxConfig) (string, error) {

@@ -9,6 +9,7 @@ package runtime
 // plugin does.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -474,4 +475,38 @@ func copyBothWays(ctx context.Context, conn *net.TCPConn, stream io.ReadWriteClo
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ExecSync runs cmd in the running container id without stdin and returns
+// its combined output and exit code, as CRI's ExecSync: a non-zero exit
+// is a result (err nil), err only says the command could not run.
+func (c *Containerd) ExecSync(ctx context.Context, id string, cmd []string) (output []byte, exitCode int, err error) {
+	var out syncOutput
+	err = c.Exec(ctx, id, cmd, nil, &out, &out, false, nil)
+	var exit *ExitError
+	if errors.As(err, &exit) {
+		return out.bytes(), exit.Code, nil
+	}
+	return out.bytes(), 0, err
+}
+
+// syncOutput collects both streams of an exec (written from two
+// goroutines) in one buffer; Close is a no-op.
+type syncOutput struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *syncOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *syncOutput) Close() error { return nil }
+
+func (o *syncOutput) bytes() []byte {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return bytes.Clone(o.buf.Bytes())
 }

@@ -135,6 +135,15 @@ func TestExec(t *testing.T) {
 			t.Errorf("got %+v", r)
 		}
 	})
+	t.Run("sync", func(t *testing.T) {
+		out, code, err := f.rt.ExecSync(ctx, id, []string{"sh", "-c", "echo hi; echo oops >&2; exit 4"})
+		if err != nil || code != 4 || !strings.Contains(string(out), "hi\n") || !strings.Contains(string(out), "oops\n") {
+			t.Errorf("ExecSync = %q, %d, %v", out, code, err)
+		}
+		if _, _, err := f.rt.ExecSync(ctx, id, []string{"/no/such/command"}); err == nil {
+			t.Error("ExecSync of a missing command: want an error")
+		}
+	})
 	t.Run("slow reader", func(t *testing.T) {
 		// The process exits while much of its output is still in the
 		// pipes: Exec must wait for it to be copied.
