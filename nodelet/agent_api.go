@@ -1,21 +1,16 @@
 package nodelet
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"strconv"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/nodelet/nodelet/nodeapi"
 )
@@ -89,23 +84,13 @@ func (a *Agent) servingCert(nodeIP string) (tls.Certificate, error) {
 		return cert, nil
 	}
 	a.log.Warn("no --tls-cert-file: serving a self-signed certificate the API server will not accept; kubectl logs/exec/port-forward will fail")
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: a.cfg.NodeName + "@" + strconv.FormatInt(time.Now().Unix(), 10)},
-		NotBefore:    time.Now().Add(-time.Minute), NotAfter: time.Now().Add(365 * 24 * time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:    []string{a.cfg.NodeName},
-	}
+	var ips []net.IP
 	if ip := net.ParseIP(nodeIP); ip != nil {
-		tmpl.IPAddresses = []net.IP{ip}
+		ips = []net.IP{ip}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(a.cfg.NodeName, ips, nil)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("nodelet: self-signed certificate: %w", err)
 	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+	return tls.X509KeyPair(certPEM, keyPEM)
 }
