@@ -210,14 +210,8 @@ func (c *ControlPlane) nodeMetrics(bundle *pki.Bundle, nodes *nodeclient.Client)
 			}
 			return l.Items, nil
 		},
-		Fetch: func(ctx context.Context, name, path string) ([]byte, error) {
-			node, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return nil, err
-			}
-			return nodes.Get(ctx, node, path)
-		},
-		Log: c.log,
+		Fetch: nodes.Get,
+		Log:   c.log,
 	}), nil
 }
 

@@ -48,9 +48,9 @@ type Config struct {
 	ListNodes func(ctx context.Context) ([]corev1.Node, error)
 	// ListPods lists the pods of a namespace ("" = all namespaces).
 	ListPods func(ctx context.Context, namespace string) ([]corev1.Pod, error)
-	// Fetch GETs path on the named node's nodelet and returns the body of
+	// Fetch GETs path on the node's nodelet and returns the body of
 	// a 200 answer.
-	Fetch func(ctx context.Context, nodeName, path string) ([]byte, error)
+	Fetch func(ctx context.Context, node *corev1.Node, path string) ([]byte, error)
 
 	// Timeout bounds reading one node (default 5s).
 	Timeout time.Duration
@@ -223,9 +223,10 @@ func (s *Source) scrape(ctx context.Context) (*scrape, error) {
 	var g errgroup.Group
 	g.SetLimit(s.cfg.Parallelism)
 	for i := range sc.nodes {
-		name := sc.nodes[i].Name
+		node := &sc.nodes[i]
+		name := node.Name
 		g.Go(func() error {
-			sum, err := s.fetch(ctx, name)
+			sum, err := s.fetch(ctx, node)
 			if err != nil {
 				s.log.Warn("cannot read node metrics", "node", name, "err", err)
 				return nil
@@ -241,7 +242,7 @@ func (s *Source) scrape(ctx context.Context) (*scrape, error) {
 	return sc, nil
 }
 
-func (s *Source) fetch(ctx context.Context, node string) (*statsv1alpha1.Summary, error) {
+func (s *Source) fetch(ctx context.Context, node *corev1.Node) (*statsv1alpha1.Summary, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	body, err := s.cfg.Fetch(ctx, node, SummaryPath)
@@ -250,7 +251,7 @@ func (s *Source) fetch(ctx context.Context, node string) (*statsv1alpha1.Summary
 	}
 	var sum statsv1alpha1.Summary
 	if err := json.Unmarshal(body, &sum); err != nil {
-		return nil, fmt.Errorf("decode summary of node %q: %w", node, err)
+		return nil, fmt.Errorf("decode summary of node %q: %w", node.Name, err)
 	}
 	return &sum, nil
 }

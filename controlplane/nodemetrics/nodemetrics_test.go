@@ -87,7 +87,8 @@ func (f *fakeCluster) listPods(ctx context.Context, ns string) ([]corev1.Pod, er
 	return out, nil
 }
 
-func (f *fakeCluster) fetch(ctx context.Context, node, path string) ([]byte, error) {
+func (f *fakeCluster) fetch(ctx context.Context, n *corev1.Node, path string) ([]byte, error) {
+	node := n.Name
 	f.fetches.Add(1)
 	if f.block != nil {
 		select {
@@ -364,8 +365,8 @@ func TestFetchTimeout(t *testing.T) {
 	defer close(slow)
 	src := New(Config{
 		ListNodes: f.listNodes, ListPods: f.listPods,
-		Fetch: func(ctx context.Context, node, path string) ([]byte, error) {
-			if node == "slow" {
+		Fetch: func(ctx context.Context, node *corev1.Node, path string) ([]byte, error) {
+			if node.Name == "slow" {
 				select {
 				case <-slow:
 				case <-ctx.Done():
@@ -390,7 +391,7 @@ func TestListNodesError(t *testing.T) {
 	src := New(Config{
 		ListNodes: func(context.Context) ([]corev1.Node, error) { return nil, errors.New("store closed") },
 		ListPods:  func(context.Context, string) ([]corev1.Pod, error) { return nil, nil },
-		Fetch:     func(context.Context, string, string) ([]byte, error) { return nil, nil },
+		Fetch:     func(context.Context, *corev1.Node, string) ([]byte, error) { return nil, nil },
 		Log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if _, err := src.NodeMetrics(testCtx(t)); err == nil {
