@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/core/runtime/v2/logging"
+	"github.com/containerd/containerd/v2/pkg/cio"
 )
 
 // LogDriverArg is the first argument with which the shim starts the log
@@ -200,4 +201,64 @@ func copyStreams(l *criLog, stdout, stderr io.Reader) error {
 		}
 	}
 	return nil
+}
+
+// logCreator returns the IO of a container's task: the log driver, or
+// FIFOs copied by this process into the log file.
+func (c *Containerd) logCreator(id, logPath string) (cio.Creator, *pipeLog, error) {
+	if c.cfg.LogDriver != "" {
+		return cio.BinaryIO(c.cfg.LogDriver, map[string]string{LogDriverArg: logPath}), nil, nil
+	}
+	f, err := openLogFile(logPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := &criLog{w: f, now: time.Now}
+	pl := &pipeLog{file: f, streams: []*criStream{l.stream("stdout"), l.stream("stderr")}}
+	opts := []cio.Opt{cio.WithStreams(nil, pl.streams[0], pl.streams[1])}
+	if c.cfg.StateDir != "" {
+		opts = append(opts, cio.WithFIFODir(c.cfg.StateDir+"/fifo"))
+	}
+	return cio.NewCreator(opts...), pl, nil
+}
+
+// pipeLog is the in-process copy of a container's output to its log file.
+type pipeLog struct {
+	io      cio.IO
+	file    io.Closer
+	streams []*criStream
+}
+
+// pipeDrainTimeout bounds the wait for a container's output to be copied
+// once its task is gone (a child holding the pipe open would block it).
+const pipeDrainTimeout = 2 * time.Second
+
+// Close waits (briefly) for the copy to drain, flushes unterminated lines
+// and closes the file and FIFOs.
+func (p *pipeLog) Close() error {
+	if p.io != nil {
+		done := make(chan struct{})
+		go func() { p.io.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(pipeDrainTimeout):
+			p.io.Cancel()
+		}
+		p.io.Close()
+	}
+	for _, s := range p.streams {
+		s.Close()
+	}
+	return p.file.Close()
+}
+
+func (c *Containerd) closeLog(id string) {
+	c.mu.Lock()
+	cl := c.closers[id]
+	delete(c.closers, id)
+	delete(c.attached, id)
+	c.mu.Unlock()
+	if cl != nil {
+		cl.Close()
+	}
 }
