@@ -9,17 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/nodelet/nodelet/prober"
 	"github.com/nodelet/nodelet/runtime"
 )
 
@@ -50,7 +45,7 @@ func (s *Syncer) runHook(ctx context.Context, t hookTarget, h *corev1.LifecycleH
 		}
 		return nil
 	case h.HTTPGet != nil:
-		if err := httpHook(ctx, t, h.HTTPGet); err != nil {
+		if err := prober.HTTPGet(ctx, h.HTTPGet, t.c, t.podIP); err != nil {
 			return fmt.Errorf("HTTP lifecycle hook (%s) for Container %q in Pod %q failed - error: %v",
 				h.HTTPGet.Path, t.c.Name, podRef(t.pod), err)
 		}
@@ -63,53 +58,6 @@ func (s *Syncer) runHook(ctx context.Context, t hookTarget, h *corev1.LifecycleH
 		return nil
 	}
 	return errors.New("lifecycle hook has no handler")
-}
-
-// httpHook GETs the hook's URL (host: the pod's IP by default), any 2xx or
-// 3xx answer is success.
-func httpHook(ctx context.Context, t hookTarget, g *corev1.HTTPGetAction) error {
-	port, err := hookPort(t.c, g.Port)
-	if err != nil {
-		return err
-	}
-	host := g.Host
-	if host == "" {
-		host = t.podIP
-	}
-	scheme := strings.ToLower(string(g.Scheme))
-	if scheme == "" {
-		scheme = "http"
-	}
-	u := url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(port)), Path: g.Path}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return err
-	}
-	for _, h := range g.HTTPHeaders {
-		req.Header.Add(h.Name, h.Value)
-	}
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 10<<10))
-	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
-		return fmt.Errorf("HTTP lifecycle hook returned %s", resp.Status)
-	}
-	return nil
-}
-
-func hookPort(c *corev1.Container, p intstr.IntOrString) (int, error) {
-	if p.Type == intstr.Int {
-		return int(p.IntVal), nil
-	}
-	for _, cp := range c.Ports {
-		if cp.Name == p.StrVal {
-			return int(cp.ContainerPort), nil
-		}
-	}
-	return 0, fmt.Errorf("port %q not found in container %s", p.StrVal, c.Name)
 }
 
 // postStart runs the container's postStart hook; a failure kills the

@@ -26,20 +26,24 @@ func TestHTTPHookAndPorts(t *testing.T) {
 	p, _ := strconv.Atoi(port)
 	c := &corev1.Container{Name: "app", Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: int32(p)}}}
 	target := hookTarget{pod: &corev1.Pod{}, c: c, podIP: host}
+	f := newFakeSyncer(t)
+	hook := func(path string, port intstr.IntOrString) error {
+		g := &corev1.HTTPGetAction{Path: path, Port: port, HTTPHeaders: []corev1.HTTPHeader{{Name: "X-Hook", Value: "1"}}}
+		return f.s.runHook(context.Background(), target, &corev1.LifecycleHandler{HTTPGet: g})
+	}
 	for path, ok := range map[string]bool{"/ok": true, "/redirect": true, "/fail": false} {
-		g := &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("web"), HTTPHeaders: []corev1.HTTPHeader{{Name: "X-Hook", Value: "1"}}}
-		if err := httpHook(context.Background(), target, g); (err == nil) != ok {
+		if err := hook(path, intstr.FromString("web")); (err == nil) != ok {
 			t.Errorf("%s: err %v, want ok=%v", path, err, ok)
 		}
 	}
 	if gotHeader != "1" {
 		t.Errorf("hook header not sent: %q", gotHeader)
 	}
-	if _, err := hookPort(c, intstr.FromString("nope")); err == nil {
+	if err := hook("/ok", intstr.FromString("nope")); err == nil {
 		t.Error("unknown named port: want an error")
 	}
-	if n, _ := hookPort(c, intstr.FromInt32(81)); n != 81 {
-		t.Errorf("numbered port: %d", n)
+	if err := hook("/ok", intstr.FromInt32(int32(p))); err != nil {
+		t.Errorf("numbered port: %v", err)
 	}
 }
 

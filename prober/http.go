@@ -118,3 +118,26 @@ func sameHostRedirects(req *http.Request, via []*http.Request) error {
 	}
 	return nil
 }
+
+// HTTPGet performs an httpGet lifecycle hook as upstream's kubelet does:
+// the probes' request (host defaulting to podIP, named ports, headers)
+// and transport (no proxy, no keep-alive); a 2xx or 3xx answer is
+// success, anything else an error naming the status.
+func HTTPGet(ctx context.Context, a *corev1.HTTPGetAction, c *corev1.Container, podIP string) error {
+	req, err := newHTTPRequest(ctx, a, c, podIP, DefaultUserAgent)
+	if err != nil {
+		return err
+	}
+	t := newHTTPTransport(defaultDial())
+	defer t.CloseIdleConnections()
+	resp, err := t.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxOutputLength))
+	if resp.StatusCode < http.StatusOK || resp.StatusCode >= http.StatusBadRequest {
+		return fmt.Errorf("HTTP lifecycle hook returned %s", resp.Status)
+	}
+	return nil
+}
