@@ -173,7 +173,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		Backoff:  runtime.NewBackoff(10*time.Second, 5*time.Minute, time.Now),
 		Requeue:  func(pod *corev1.Pod, after time.Duration) { workers.SyncAfter(pod.UID, after) },
 		Recorder: recorder, Probes: w.probes,
-		Services: func() ([]*corev1.Service, error) { return svcInformer.Lister().List(labels.Everything()) }, EnvSource: apiObjects{a.client},
+		Services: func() ([]*corev1.Service, error) { return svcInformer.Lister().List(labels.Everything()) }, Objects: apiObjects{a.client},
 		PauseImage: a.cfg.PodInfraImage, NodeName: a.cfg.NodeName, NodeIP: w.node.Host().InternalIP,
 		ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain,
 		PodFilesDir: filepath.Join(a.cfg.RootDir, "pod-files"), LogRoot: a.cfg.LogRoot, OOMScoreAdjFloor: c.floor,

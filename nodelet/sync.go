@@ -103,9 +103,10 @@ type SyncerConfig struct {
 	// Recorder, optional, records the pod's events (Pulling, Created,
 	// Started, Killing, BackOff, ...).
 	Recorder EventRecorder
-	// EnvSource gives the ConfigMaps and Secrets that env and envFrom
-	// refer to; the Syncer fetches them before building a container's spec.
-	EnvSource EnvSource
+	// Objects gives the ConfigMaps and Secrets containers refer to (env,
+	// envFrom) and the pods' imagePullSecrets; the Syncer fetches them
+	// before building a container's spec or pulling its image.
+	Objects ObjectSource
 	// Requeue, optional, asks for the pod to be synced again after a delay
 	// (a container whose crash back-off ends then); nil leaves it to the
 	// periodic resync.

@@ -317,12 +317,12 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 // pullSecrets fetches the pod's imagePullSecrets; a missing one is
 // skipped (as upstream: the pull may still work without it).
 func (s *Syncer) pullSecrets(ctx context.Context, pod *corev1.Pod) []*corev1.Secret {
-	if s.cfg.EnvSource == nil {
+	if s.cfg.Objects == nil {
 		return nil
 	}
 	var out []*corev1.Secret
 	for _, ref := range pod.Spec.ImagePullSecrets {
-		sec, err := s.cfg.EnvSource.Secret(ctx, pod.Namespace, ref.Name)
+		sec, err := s.cfg.Objects.Secret(ctx, pod.Namespace, ref.Name)
 		if err != nil {
 			s.log.Info("image pull secret not available", "pod", podRef(pod), "secret", ref.Name, "err", err)
 			continue

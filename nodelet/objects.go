@@ -13,9 +13,11 @@ import (
 	"github.com/nodelet/nodelet/runtime"
 )
 
-// EnvSource gives the ConfigMaps and Secrets a container's env refers
-// to; a missing one is an error for which apierrors.IsNotFound holds.
-type EnvSource interface {
+// ObjectSource gives the ConfigMaps and Secrets of a pod's namespace that
+// its containers' env and its imagePullSecrets name (and, through
+// volumes.Sources, its volumes); a missing one is an error for which
+// apierrors.IsNotFound holds.
+type ObjectSource interface {
 	ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error)
 	Secret(ctx context.Context, ns, name string) (*corev1.Secret, error)
 }
@@ -46,11 +48,11 @@ func (s apiObjects) Secret(ctx context.Context, ns, name string) (*corev1.Secret
 func (s *Syncer) envObjects(ctx context.Context, pod *corev1.Pod, c *corev1.Container) (runtime.EnvObjects, error) {
 	cms, secs := runtime.EnvReferences(c)
 	objs := runtime.EnvObjects{ConfigMaps: map[string]*corev1.ConfigMap{}, Secrets: map[string]*corev1.Secret{}}
-	if (len(cms) > 0 || len(secs) > 0) && s.cfg.EnvSource == nil {
+	if (len(cms) > 0 || len(secs) > 0) && s.cfg.Objects == nil {
 		return objs, fmt.Errorf("container %s refers to ConfigMaps or Secrets and this node has no source of them", c.Name)
 	}
 	for _, name := range cms {
-		cm, err := s.cfg.EnvSource.ConfigMap(ctx, pod.Namespace, name)
+		cm, err := s.cfg.Objects.ConfigMap(ctx, pod.Namespace, name)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return objs, fmt.Errorf("get configmap %s/%s: %w", pod.Namespace, name, err)
 		}
@@ -59,7 +61,7 @@ func (s *Syncer) envObjects(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 		}
 	}
 	for _, name := range secs {
-		sec, err := s.cfg.EnvSource.Secret(ctx, pod.Namespace, name)
+		sec, err := s.cfg.Objects.Secret(ctx, pod.Namespace, name)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return objs, fmt.Errorf("get secret %s/%s: %w", pod.Namespace, name, err)
 		}
