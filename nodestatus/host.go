@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	goruntime "runtime"
 	"strconv"
@@ -108,6 +109,58 @@ func parseOSRelease(data []byte) string {
 		}
 	}
 	return ""
+}
+
+// RouteIPTo returns the node's address for reaching server (a URL as in a
+// kubeconfig, or a bare host): the source address the kernel picks for the
+// route to it, so a node with several interfaces reports the one its
+// control plane (and so, normally, its peers) can reach. A server on
+// loopback says nothing about the node's network: the default route's
+// interface decides then, as upstream's kubelet does.
+func RouteIPTo(server string) (net.IP, error) {
+	ip := serverIP(server)
+	if ip == nil || ip.IsLoopback() || ip.IsUnspecified() {
+		return DefaultRouteIP()
+	}
+	routes, err := netlink.RouteGet(ip)
+	if err != nil {
+		return nil, fmt.Errorf("route to the API server %s: %w", ip, err)
+	}
+	for _, r := range routes {
+		if r.Src != nil && r.Src.IsGlobalUnicast() {
+			return r.Src, nil
+		}
+		family := netlink.FAMILY_V4
+		if ip.To4() == nil {
+			family = netlink.FAMILY_V6
+		}
+		if a := globalAddr(r.LinkIndex, family); a != nil {
+			return a, nil
+		}
+	}
+	return nil, fmt.Errorf("no global unicast address on the interface that routes to the API server %s", ip)
+}
+
+// serverIP is the address of server (URL or host[:port]); a DNS name is
+// resolved, and nil means it could not be.
+func serverIP(server string) net.IP {
+	host := server
+	if u, err := url.Parse(server); err == nil && u.Host != "" {
+		host = u.Hostname()
+	} else if h, _, err := net.SplitHostPort(server); err == nil {
+		host = h
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip
+	}
+	if host == "" {
+		return nil
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return nil
+	}
+	return ips[0]
 }
 
 // DefaultRouteIP returns the first global unicast address of the interface

@@ -37,9 +37,11 @@ const (
 type Config struct {
 	Client   kubernetes.Interface
 	NodeName string
-	// NodeIP is the InternalIP; empty: the first global unicast address of
-	// the default-route interface.
+	// NodeIP is the InternalIP; empty: the address of the interface that
+	// routes to APIServer (see RouteIPTo).
 	NodeIP string
+	// APIServer is the API server's URL (the kubeconfig's server).
+	APIServer string
 	// Hostname is the kubernetes.io/hostname label and the Hostname
 	// address; empty: NodeName (several nodelets may share one host).
 	Hostname string
@@ -103,7 +105,7 @@ func New(cfg Config) (*Syncer, error) {
 	host.Hostname = cfg.Hostname
 	host.InternalIP = cfg.NodeIP
 	if host.InternalIP == "" {
-		ip, err := DefaultRouteIP()
+		ip, err := RouteIPTo(cfg.APIServer)
 		if err != nil {
 			return nil, fmt.Errorf("nodestatus: node IP: %w", err)
 		}

@@ -64,7 +64,7 @@ func run(args []string) error {
 	fs.StringVar(&cfg.CgroupRoot, "cgroup-root", "/", "cgroup under which kubepods is created")
 	fs.StringVar(&cfg.PodInfraImage, "pod-infra-image", nodelet.DefaultPodInfraImage, "pause image")
 	fs.StringVar(&cfg.PauseBinary, "pause-binary", "", "static pause binary the pause image is built from (default: pause next to nodelet)")
-	fs.StringVar(&cfg.NodeIP, "node-ip", "", "node InternalIP (default: address of the default-route interface)")
+	fs.StringVar(&cfg.NodeIP, "node-ip", "", "node InternalIP (default: the address of the interface that routes to the API server; the default route's when the server is on loopback)")
 	fs.StringVar(&cfg.PodCIDR, "pod-cidr", "", "pod CIDR (default: the one the control plane assigns)")
 	fs.StringVar(&cfg.ImageDir, "image-dir", "", "directory of image tarballs imported at start")
 	fs.StringVar(&clusterDNS, "cluster-dns", "", "comma-separated cluster DNS server IPs")
