@@ -90,7 +90,7 @@ func kubeconfig(args []string) error {
 	fs := flag.NewFlagSet("controlplane kubeconfig", flag.ContinueOnError)
 	dataDir := fs.String("data-dir", "/var/lib/nodelet-controlplane", "the control plane's data directory (holds the CA)")
 	user := fs.String("user", "", "user name (certificate common name)")
-	server := fs.String("server", "https://127.0.0.1:6443", "API server URL to put in the kubeconfig")
+	server := fs.String("server", "", "API server URL to put in the kubeconfig (default: the URL the control plane serves on, for this machine; give the address other machines reach it at)")
 	var groups stringList
 	fs.Var(&groups, "group", "group (certificate organization), repeatable")
 	if err := fs.Parse(args); err != nil {
@@ -102,6 +102,11 @@ func kubeconfig(args []string) error {
 	bundle, err := pki.LoadCA(*dataDir)
 	if err != nil {
 		return err
+	}
+	if *server == "" {
+		if *server, err = bundle.ServedURL(); err != nil {
+			return fmt.Errorf("%w (start the control plane once, or pass --server)", err)
+		}
 	}
 	data, err := bundle.Kubeconfig(*server, *user, groups)
 	if err != nil {

@@ -129,3 +129,22 @@ func decodeKubeconfig(data []byte) (*clientcmdapi.Config, error) {
 	}
 	return cfg, nil
 }
+
+// ServedURL is the server of the admin kubeconfig, which the control plane
+// rewrites at every start to the URL it serves on: the right default for
+// kubeconfigs made for this machine. ErrNotExist (wrapped) before the
+// control plane's first start.
+func (b *Bundle) ServedURL() (string, error) {
+	data, err := os.ReadFile(b.AdminKubeconfigFile)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", b.AdminKubeconfigFile, err)
+	}
+	cfg, err := decodeKubeconfig(data)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", b.AdminKubeconfigFile, err)
+	}
+	if ctx := cfg.Contexts[cfg.CurrentContext]; ctx != nil && cfg.Clusters[ctx.Cluster] != nil {
+		return cfg.Clusters[ctx.Cluster].Server, nil
+	}
+	return "", fmt.Errorf("%s names no server", b.AdminKubeconfigFile)
+}

@@ -305,6 +305,26 @@ func TestKubeconfig(t *testing.T) {
 	}
 }
 
+// TestServedURL: kubeconfigs default to the URL the control plane last
+// started on, which follows --bind-address and --secure-port.
+func TestServedURL(t *testing.T) {
+	cfg := testConfig(t)
+	b, err := LoadCA(cfg.Dir)
+	if err == nil {
+		if _, err := b.ServedURL(); err == nil {
+			t.Error("ServedURL before the first start: no error")
+		}
+	}
+	for _, url := range []string{"https://127.0.0.1:7443", "https://10.240.0.1:6443"} {
+		cfg.APIServerURL = url
+		b := mustEnsure(t, cfg, time.Now())
+		got, err := b.ServedURL()
+		if err != nil || got != url {
+			t.Errorf("ServedURL after a start on %s = %q, %v", url, got, err)
+		}
+	}
+}
+
 func TestTLSHandshakeWithKubeconfigCert(t *testing.T) {
 	b := mustEnsure(t, testConfig(t), time.Now())
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +183,33 @@ func TestBearerTokens(t *testing.T) {
 	}
 	if out, err := run("wrong"); err == nil || !strings.Contains(out, "Unauthorized") {
 		t.Fatalf("wrong token: %v\n%s", err, out)
+	}
+}
+
+// TestKubeconfigCommand: `controlplane kubeconfig` writes the URL the
+// control plane serves on (here a random port, not 6443), and --server
+// overrides it for other machines.
+func TestKubeconfigCommand(t *testing.T) {
+	dir := t.TempDir()
+	cp := startControlPlane(t, dir, freePort(t))
+	bin := filepath.Join(binDir, "controlplane")
+	kc, err := exec.Command(bin, "kubeconfig", "--data-dir", dir, "--user", "carol", "--group", "system:masters").Output()
+	if err != nil {
+		t.Fatalf("controlplane kubeconfig: %v", err)
+	}
+	file := filepath.Join(dir, "carol.kubeconfig")
+	if err := os.WriteFile(file, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("server: https://127.0.0.1:%d", cp.port); !strings.Contains(string(kc), want) {
+		t.Errorf("kubeconfig lacks %q:\n%s", want, kc)
+	}
+	if out, err := exec.Command("kubectl", "--kubeconfig", file, "get", "namespaces", "-o", "name").CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "namespace/default") {
+		t.Errorf("kubectl with the written kubeconfig: %v\n%s", err, out)
+	}
+	kc, err = exec.Command(bin, "kubeconfig", "--data-dir", dir, "--user", "carol", "--server", "https://10.240.0.1:6443").Output()
+	if err != nil || !strings.Contains(string(kc), "server: https://10.240.0.1:6443") {
+		t.Errorf("kubeconfig --server: %v\n%s", err, kc)
 	}
 }
