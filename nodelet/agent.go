@@ -63,6 +63,11 @@ type Config struct {
 	// network.DefaultNetNSDir with the default RootDir, else RootDir/netns.
 	NetNSDir, BridgeName, NetworkName string
 
+	// LockFile (default RootDir/nodelet.lock) and LockDir (the locks of
+	// containerd namespaces, default DefaultLockDir) keep a second nodelet
+	// off the same root directory or containerd namespace.
+	LockFile, LockDir string
+
 	CgroupDriver string // "", "cgroupfs" or "systemd"
 	CgroupRoot   string
 
@@ -140,6 +145,12 @@ func setAgentDefaults(cfg *Config) error {
 	}
 	if cfg.LogRoot == "" {
 		cfg.LogRoot = runtime.DefaultLogRoot
+	}
+	if cfg.LockFile == "" {
+		cfg.LockFile = filepath.Join(cfg.RootDir, "nodelet.lock")
+	}
+	if cfg.LockDir == "" {
+		cfg.LockDir = DefaultLockDir
 	}
 	if cfg.ContainerdNamespace == "" {
 		cfg.ContainerdNamespace = runtime.DefaultNamespace

@@ -56,8 +56,15 @@ type wired struct {
 }
 
 // Run runs the node agent until ctx ends. On the way out it stops its
-// loops and the pod workers without killing any pod.
+// loops and the pod workers without killing any pod. It first takes the
+// instance locks: a second nodelet on the same root directory or
+// containerd namespace fails with ErrLocked having touched nothing.
 func (a *Agent) Run(ctx context.Context) error {
+	locks, err := lockInstance(a.cfg)
+	if err != nil {
+		return fmt.Errorf("nodelet: %w", err)
+	}
+	defer locks.Release()
 	c, err := a.setup(ctx)
 	if err != nil {
 		return err
