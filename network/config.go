@@ -83,6 +83,10 @@ type (
 // renderConfList is the generated configuration: bridge with host-local
 // IPAM over the pod CIDR and a default route through the bridge, then
 // portmap for hostPorts. Loopback is brought up by SetupPod itself.
+// The bridge does not masquerade (ipMasq false): its rules per pod would
+// also hide pods' addresses from pods on other nodes. The node-level rule
+// of masq.go, written by Routes.Sync, masquerades only what leaves the
+// cluster.
 func renderConfList(c bridgeConfig) ([]byte, error) {
 	defaultRoute := "0.0.0.0/0"
 	if c.PodCIDR.Addr().Is6() {
@@ -96,7 +100,7 @@ func renderConfList(c bridgeConfig) ([]byte, error) {
 		Plugins: []any{
 			bridgePlugin{
 				Type: "bridge", Bridge: c.BridgeName,
-				IsGateway: true, IPMasq: true, HairpinMode: true,
+				IsGateway: true, IPMasq: false, HairpinMode: true,
 				IPAM: hostIPAM{
 					Type:    "host-local",
 					DataDir: c.IPAMDir,

@@ -110,7 +110,7 @@ func TestRenderConfList(t *testing.T) {
 			}
 			for _, want := range []string{`"subnet": "` + tt.cidr + `"`, `"dst": "` + tt.route + `"`,
 				`"bridge": "nodelet0"`, `"dataDir": "/var/lib/nodelet/cni/networks"`,
-				`"isGateway": true`, `"ipMasq": true`, `"hairpinMode": true`} {
+				`"isGateway": true`, `"ipMasq": false`, `"hairpinMode": true`} {
 				if !contains(data, want) {
 					t.Errorf("rendered config lacks %s:\n%s", want, data)
 				}

@@ -128,6 +128,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("nodelet running", "podCIDR", cidr)
 	goRun("pleg events", func(ctx context.Context) error { a.plegEvents(ctx, w); return nil })
 	goRun("housekeeping", func(ctx context.Context) error { a.housekeeping(ctx, w); return nil })
+	goRun("routes", func(ctx context.Context) error { return a.runPeerRoutes(ctx, cidr, w.node.Host().InternalIP) })
 	<-ctx.Done()
 	return nil
 }

@@ -46,6 +46,7 @@ cleanup() {
 		kill "${pids[0]}" 2>/dev/null && wait "${pids[0]}" 2>/dev/null || true
 	fi
 	ip link del "$BRIDGE" 2>/dev/null || true
+	bin/nodelet cleanup-network || true # the pods' masquerade rule (and routes, had there been peers)
 	for h in /sys/fs/cgroup/*/ /sys/fs/cgroup/; do
 		[ -d "$h$CGROUP_ROOT" ] && find "$h$CGROUP_ROOT" -depth -type d -exec rmdir {} + 2>/dev/null || true
 	done

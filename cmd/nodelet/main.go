@@ -1,5 +1,8 @@
 // Command nodelet is the node agent: it runs the pods the API server
 // assigns to its node on containerd.
+//
+//	nodelet --kubeconfig FILE [flags]
+//	nodelet cleanup-network    (uninstall: routes to other nodes, masquerade rule)
 package main
 
 import (
@@ -36,6 +39,10 @@ func main() {
 		// A node agent lives next to the workloads: trade a little CPU for
 		// a smaller heap (measured: RSS -10 MB idle, see docs/benchmarks.md).
 		debug.SetGCPercent(50)
+	}
+	run := run
+	if len(os.Args) > 1 && os.Args[1] == "cleanup-network" {
+		run, os.Args = cleanupNetwork, os.Args[1:]
 	}
 	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "nodelet:", err)
@@ -162,4 +169,15 @@ func parseResourceList(s string) (corev1.ResourceList, error) {
 		out[corev1.ResourceName(name)] = q
 	}
 	return out, nil
+}
+
+// cleanupNetwork removes what the nodelet added to the host's network
+// outside the pods: its routes to other nodes' pod CIDRs and its
+// masquerade rule. For uninstalling; a running nodelet would put them back.
+func cleanupNetwork(args []string) error {
+	fs := flag.NewFlagSet("nodelet cleanup-network", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return network.Cleanup("")
 }
