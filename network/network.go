@@ -1,8 +1,10 @@
 // Package network gives pods their network: a named network namespace per
 // sandbox, CNI ADD and DEL through libcni with the standard plugins of the
 // containernetworking project (bridge, host-local, portmap), a bridge
-// configuration written by the nodelet when the host has none, and a
-// reconciliation that releases what crashed or rebooted nodelets leaked.
+// configuration written by the nodelet when the host has none, a
+// reconciliation that releases what crashed or rebooted nodelets leaked,
+// and, between nodes, routes to the other nodes' pod CIDRs with one
+// masquerade rule for what leaves the cluster (routes.go, masq.go).
 //
 // What lives where:
 //
