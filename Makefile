@@ -1,16 +1,24 @@
-# The two entry points users start from (see README.md):
+# The entry points users start from (see README.md):
 #   make up    - run a single-node cluster on this host (embedded storage) and the nginx sample
 #   make test  - install what the tests need, then run every test
+#   make lab   - run a cluster of $(NODES) nodes on this host, each in a network namespace (make lab-down removes it)
 GO ?= go
 BIN := bin
+NODES ?= 3
 
-.PHONY: up test deps build unit e2e bench vet fmt clean
+.PHONY: up test deps build unit e2e bench vet fmt clean lab lab-down
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 up: build
 	scripts/up.sh
+
+lab: build
+	$(BIN)/nodelet-lab up --nodes $(NODES)
+
+lab-down:
+	$(BIN)/nodelet-lab down
 
 deps:
 	scripts/deps.sh
