@@ -212,35 +212,49 @@ func (n *realNode) httpGet(url string) (string, error) {
 	return n.inNetns(ctx, "busybox", "wget", "-q", "-O-", url)
 }
 
-// leftovers lists what the node still holds of pods: containers in its
-// containerd namespace, pod netns files, IP reservations, pod cgroups, pod
-// directories and log directories.
+// leftovers lists what the node still holds of pods.
 func (n *realNode) leftovers(t testing.TB) []string {
+	t.Helper()
+	return nodeFiles{ctdAddr: n.ctdAddr, ctdNamespace: e2eNamespace, rootDir: filepath.Join(n.dir, "root"),
+		podLogDir: filepath.Join(n.dir, "pods"), netnsDir: filepath.Join(n.dir, "root", "netns"),
+		cgroupRoot: n.cgroupRoot}.leftovers(t)
+}
+
+// nodeFiles says where a node keeps the state of its pods.
+type nodeFiles struct {
+	ctdAddr, ctdNamespace string
+	rootDir, podLogDir    string
+	netnsDir, cgroupRoot  string
+}
+
+// leftovers lists what the node still holds of pods: containers in its
+// containerd namespace, pod netns files, IP reservations and CNI results,
+// pod cgroups, pod directories (volumes) and log directories.
+func (f nodeFiles) leftovers(t testing.TB) []string {
 	t.Helper()
 	var out []string
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if list, err := exec.CommandContext(ctx, "ctr", "--address", n.ctdAddr, "-n", e2eNamespace, "containers", "list", "-q").Output(); err != nil {
+	if list, err := exec.CommandContext(ctx, "ctr", "--address", f.ctdAddr, "-n", f.ctdNamespace, "containers", "list", "-q").Output(); err != nil {
 		out = append(out, fmt.Sprintf("ctr containers list: %v", err))
 	} else if s := strings.TrimSpace(string(list)); s != "" {
 		out = append(out, "containers: "+strings.ReplaceAll(s, "\n", " "))
 	}
 	for _, dir := range []string{
-		filepath.Join(n.dir, "root", "netns"), filepath.Join(n.dir, "root", "pods"),
-		filepath.Join(n.dir, "root", "pod-files"), filepath.Join(n.dir, "pods"),
+		f.netnsDir, filepath.Join(f.rootDir, "pods"), filepath.Join(f.rootDir, "pod-files"), f.podLogDir,
 	} {
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
 			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}
-	_ = filepath.WalkDir(filepath.Join(n.dir, "root", "cni", "cache"), func(p string, d os.DirEntry, err error) error {
+	_ = filepath.WalkDir(filepath.Join(f.rootDir, "cni", "cache"), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			out = append(out, "CNI cache "+p)
 		}
 		return nil
 	})
-	_ = filepath.WalkDir(filepath.Join(n.dir, "root", "cni", "networks"), func(p string, d os.DirEntry, err error) error {
+	_ = filepath.WalkDir(filepath.Join(f.rootDir, "cni", "networks"), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && net.ParseIP(d.Name()) != nil {
 			out = append(out, "IP reservation "+p)
 		}
@@ -248,10 +262,10 @@ func (n *realNode) leftovers(t testing.TB) []string {
 	})
 	for _, h := range cgroupHierarchies(t) {
 		for _, qos := range []string{"kubepods", "kubepods/burstable", "kubepods/besteffort"} {
-			entries, _ := os.ReadDir(filepath.Join(h, n.cgroupRoot, qos))
+			entries, _ := os.ReadDir(filepath.Join(h, f.cgroupRoot, qos))
 			for _, e := range entries {
 				if e.IsDir() && strings.HasPrefix(e.Name(), "pod") {
-					out = append(out, filepath.Join(h, n.cgroupRoot, qos, e.Name()))
+					out = append(out, filepath.Join(h, f.cgroupRoot, qos, e.Name()))
 				}
 			}
 		}
