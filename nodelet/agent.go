@@ -63,10 +63,10 @@ type Config struct {
 	// network.DefaultNetNSDir with the default RootDir, else RootDir/netns.
 	NetNSDir, BridgeName, NetworkName string
 
-	// LockFile (default RootDir/nodelet.lock) and LockDir (the locks of
-	// containerd namespaces, default DefaultLockDir) keep a second nodelet
-	// off the same root directory or containerd namespace.
-	LockFile, LockDir string
+	// LockFile (default RootDir/nodelet.lock) keeps a second nodelet off
+	// the same root directory; a lock beside the containerd socket keeps
+	// one off the same containerd namespace.
+	LockFile string
 
 	CgroupDriver string // "", "cgroupfs" or "systemd"
 	CgroupRoot   string
@@ -148,9 +148,6 @@ func setAgentDefaults(cfg *Config) error {
 	}
 	if cfg.LockFile == "" {
 		cfg.LockFile = filepath.Join(cfg.RootDir, "nodelet.lock")
-	}
-	if cfg.LockDir == "" {
-		cfg.LockDir = DefaultLockDir
 	}
 	if cfg.ContainerdNamespace == "" {
 		cfg.ContainerdNamespace = runtime.DefaultNamespace

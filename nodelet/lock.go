@@ -1,8 +1,6 @@
 package nodelet
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -13,10 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultLockDir holds the locks on containerd namespaces, which are
-// shared by every nodelet of the host whatever its root directory.
-const DefaultLockDir = "/run/nodelet/locks"
-
 // ErrLocked means another nodelet manages the same root directory or the
 // same containerd namespace. Two nodelets on one set of pods would fight
 // over them (duplicate sandboxes, each killing the other's containers).
@@ -24,9 +18,11 @@ var ErrLocked = errors.New("another nodelet is running")
 
 // instanceLocks are the exclusive locks a nodelet holds while it runs: its
 // root directory's lock file (as upstream's --lock-file) and one for its
-// containerd socket and namespace. They are flock(2) locks, so a crashed
-// nodelet's go with its process and never need cleaning; the files say who
-// holds them, for the error the next one prints.
+// containerd socket and namespace, next to the socket (so it lives as long
+// as the socket's directory, normally the tmpfs /run/containerd). They are
+// flock(2) locks, so a crashed nodelet's go with its process and never
+// need cleaning; the files say who holds them, for the error the next one
+// prints.
 type instanceLocks struct{ files []*os.File }
 
 // lockInstance takes both locks or none. Nothing of the node is touched
@@ -38,7 +34,7 @@ func lockInstance(cfg Config) (*instanceLocks, error) {
 		time.Now().UTC().Format(time.RFC3339))
 	for _, lock := range []struct{ path, what string }{
 		{cfg.LockFile, "root directory " + cfg.RootDir},
-		{containerdLockPath(cfg.LockDir, cfg.ContainerdAddress, cfg.ContainerdNamespace),
+		{containerdLockPath(cfg.ContainerdAddress, cfg.ContainerdNamespace),
 			fmt.Sprintf("containerd namespace %q at %s", cfg.ContainerdNamespace, cfg.ContainerdAddress)},
 	} {
 		f, err := takeLock(lock.path, owner)
@@ -51,14 +47,14 @@ func lockInstance(cfg Config) (*instanceLocks, error) {
 	return l, nil
 }
 
-// containerdLockPath names the lock of one containerd namespace: the
-// socket's resolved path and the namespace, hashed into a file name.
-func containerdLockPath(dir, address, namespace string) string {
+// containerdLockPath names the lock of one containerd namespace: beside
+// the socket (resolved), SOCKET.nodelet-NAMESPACE.lock. containerd's own
+// rules keep namespace names to letters, digits, '.', '-' and '_'.
+func containerdLockPath(address, namespace string) string {
 	if p, err := filepath.EvalSymlinks(address); err == nil {
 		address = p
 	}
-	sum := sha256.Sum256([]byte(address + "\x00" + namespace))
-	return filepath.Join(dir, "containerd-"+hex.EncodeToString(sum[:8])+".lock")
+	return address + ".nodelet-" + namespace + ".lock"
 }
 
 // takeLock opens path and flocks it without waiting. On contention the

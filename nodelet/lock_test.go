@@ -13,7 +13,7 @@ func TestInstanceLocks(t *testing.T) {
 	dir := t.TempDir()
 	cfg := func(root, sock, ns string) Config {
 		return Config{NodeName: "n1", RootDir: filepath.Join(dir, root), LockFile: filepath.Join(dir, root, "nodelet.lock"),
-			LockDir: filepath.Join(dir, "locks"), ContainerdAddress: filepath.Join(dir, sock), ContainerdNamespace: ns}
+			ContainerdAddress: filepath.Join(dir, sock), ContainerdNamespace: ns}
 	}
 	first, err := lockInstance(cfg("a", "c.sock", "nodelet"))
 	if err != nil {
