@@ -28,20 +28,27 @@ const (
 )
 
 // ResolveDriver turns a requested driver ("" for auto) into the driver to
-// use. Auto picks systemd when systemd booted the host (sd_booted(3):
-// /run/systemd/system exists), cgroupfs otherwise. Asking for systemd on a
-// host without it is an error; so is an unknown name.
-func ResolveDriver(requested string, systemdRunning bool) (Driver, error) {
+// use on a host where systemdBooted tells whether systemd booted it
+// (sd_booted(3): /run/systemd/system exists) and unified whether the
+// cgroup v2 hierarchy is mounted at /sys/fs/cgroup.
+//
+// Auto picks systemd only when both hold: on cgroup v2 systemd owns the
+// one tree and expects to be its only writer (the kubelet's documented
+// recommendation), while on v1 and hybrid hosts cgroupfs is upstream's
+// default and works beside systemd. Explicit "systemd" is honoured on any
+// systemd host, v1 included; asking for it without systemd is an error,
+// and so is an unknown name.
+func ResolveDriver(requested string, systemdBooted, unified bool) (Driver, error) {
 	switch Driver(requested) {
 	case "":
-		if systemdRunning {
+		if systemdBooted && unified {
 			return DriverSystemd, nil
 		}
 		return DriverCgroupfs, nil
 	case DriverCgroupfs:
 		return DriverCgroupfs, nil
 	case DriverSystemd:
-		if !systemdRunning {
+		if !systemdBooted {
 			return "", fmt.Errorf("cgroup driver %q: %w", requested, ErrNoSystemd)
 		}
 		return DriverSystemd, nil
@@ -67,11 +74,12 @@ func ResolveMode(requested Mode, unified bool) (Mode, error) {
 // once and hands the result to both New and the runtime (runc must use the
 // same driver for containers).
 func DetectDriver(requested string) (Driver, error) {
-	return ResolveDriver(requested, systemd.IsRunningSystemd())
+	return ResolveDriver(requested, systemd.IsRunningSystemd(), libcgroups.IsCgroup2UnifiedMode())
 }
 
-// DetectMode reports this host's cgroup layout (statfs magic of
-// /sys/fs/cgroup).
+// DetectMode reports this host's cgroup layout: v2 when the filesystem at
+// /sys/fs/cgroup is cgroup2 (statfs magic CGROUP2_SUPER_MAGIC; a hybrid
+// host has tmpfs there), v1 otherwise.
 func DetectMode() Mode {
 	m, _ := ResolveMode("", libcgroups.IsCgroup2UnifiedMode())
 	return m

@@ -19,9 +19,12 @@ import (
 	"time"
 
 	libcgroups "github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/fs2"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/podresources"
 )
 
 // useLibTestMode lets opencontainers/cgroups read and write plain files.
@@ -281,5 +284,56 @@ func TestFakeV2SystemdLayout(t *testing.T) {
 	if err != nil || len(dirs) != 1 ||
 		dirs[0] != filepath.Join(mount, "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podbbbb_2222.slice") {
 		t.Errorf("dirs = %v, %v", dirs, err)
+	}
+}
+
+// What the systemd driver writes on v2 for a pod slice. Its UnifiedManager
+// (opencontainers/cgroups systemd/v2.go) sets the unit's properties over
+// D-Bus (CPUWeight, CPUQuotaPerSecUSec with CPUQuotaPeriodUSec, MemoryMax,
+// TasksMax, from the same Resources) and then runs fs2's Set on the
+// slice's directory; that second half runs here on a fake tree, so the
+// test checks that the driver's description of the slice carries all four
+// values and where they land.
+func TestFakeV2SystemdPodSliceValues(t *testing.T) {
+	useLibTestMode(t)
+	mount := t.TempDir()
+	ops := newLibOps(DriverSystemd, ModeV2)
+	ops.unifiedMount = mount
+	g := mkPod("11111111-aaaa", []corev1.Container{ctr(t, "a", "cpu=500m,memory=128Mi", "cpu=500m,memory=128Mi")})
+	b := mkPod("22222222-bbbb", []corev1.Container{ctr(t, "a", "cpu=250m,memory=64Mi", "cpu=1")})
+	for _, tc := range []struct {
+		pod          *corev1.Pod
+		parent, unit string
+		dir          string
+		want         map[string]string
+	}{
+		{g, "kubepods.slice", "kubepods-pod11111111_aaaa.slice",
+			"kubepods.slice/kubepods-pod11111111_aaaa.slice", map[string]string{
+				"cpu.weight": "20", "cpu.max": "50000 100000", "memory.max": "134217728", "pids.max": "100"}},
+		{b, "kubepods-burstable.slice", "kubepods-burstable-pod22222222_bbbb.slice",
+			"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod22222222_bbbb.slice", map[string]string{
+				"cpu.weight": "10", "cpu.max": "100000 100000", "memory.max": "", "pids.max": "100"}},
+	} {
+		n := PodName(nil, podresources.QOSClass(tc.pod), tc.pod.UID)
+		c := libConfig(DriverSystemd, ModeV2, n, PodResources(tc.pod, 100))
+		if !c.Systemd || c.Parent != tc.parent || c.Name != tc.unit || c.Path != "" {
+			t.Errorf("%s: systemd %v parent %q unit %q path %q; want parent %q unit %q",
+				tc.pod.Name, c.Systemd, c.Parent, c.Name, c.Path, tc.parent, tc.unit)
+		}
+		dir := ops.v2Dir(n)
+		if want := filepath.Join(mount, tc.dir); dir != want {
+			t.Errorf("%s: dir %s, want %s", tc.pod.Name, dir, want)
+		}
+		if err := fakeMkdirV2(mount)(dir, c); err != nil {
+			t.Fatal(err)
+		}
+		fsMgr, err := fs2.NewManager(c, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fsMgr.Set(c.Resources); err != nil {
+			t.Fatalf("%s: fs2 Set: %v", tc.pod.Name, err)
+		}
+		expectFiles(t, dir, tc.want)
 	}
 }

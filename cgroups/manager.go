@@ -67,7 +67,7 @@ type Manager interface {
 // Config configures New.
 type Config struct {
 	// Driver is "cgroupfs", "systemd" or "" (systemd when systemd booted
-	// the host; see DetectDriver).
+	// the host and it runs cgroup v2; see ResolveDriver).
 	Driver string
 	// Root is --cgroup-root: the cgroup under which kubepods is created.
 	// "" or "/" is the top of the hierarchy. Both "/a/b" and "a.slice"
@@ -106,11 +106,11 @@ type manager struct {
 // New resolves cfg's driver and mode against this host and returns a
 // Manager backed by github.com/opencontainers/cgroups.
 func New(cfg Config) (Manager, error) {
-	driver, err := ResolveDriver(cfg.Driver, systemd.IsRunningSystemd())
+	mode, err := ResolveMode(cfg.Mode, libcgroups.IsCgroup2UnifiedMode())
 	if err != nil {
 		return nil, err
 	}
-	mode, err := ResolveMode(cfg.Mode, libcgroups.IsCgroup2UnifiedMode())
+	driver, err := ResolveDriver(cfg.Driver, systemd.IsRunningSystemd(), mode == ModeV2)
 	if err != nil {
 		return nil, err
 	}

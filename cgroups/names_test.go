@@ -140,21 +140,29 @@ func TestContainerCgroupsPath(t *testing.T) {
 
 func TestResolveDriver(t *testing.T) {
 	for _, tc := range []struct {
-		req     string
-		systemd bool
-		want    Driver
-		err     error
+		req              string
+		systemd, unified bool
+		want             Driver
+		err              error
 	}{
-		{"", true, DriverSystemd, nil},
-		{"", false, DriverCgroupfs, nil},
-		{"cgroupfs", true, DriverCgroupfs, nil},
-		{"systemd", true, DriverSystemd, nil},
-		{"systemd", false, "", ErrNoSystemd},
-		{"upstart", true, "", ErrUnknownDriver},
+		// Auto: systemd only on a systemd host with the unified hierarchy.
+		{"", true, true, DriverSystemd, nil},
+		{"", true, false, DriverCgroupfs, nil}, // v1 or hybrid systemd host
+		{"", false, true, DriverCgroupfs, nil}, // v2 without systemd (containers, other inits)
+		{"", false, false, DriverCgroupfs, nil},
+		// Explicit choices.
+		{"cgroupfs", true, true, DriverCgroupfs, nil},
+		{"cgroupfs", false, false, DriverCgroupfs, nil},
+		{"systemd", true, true, DriverSystemd, nil},
+		{"systemd", true, false, DriverSystemd, nil}, // v1 systemd host: honoured
+		{"systemd", false, true, "", ErrNoSystemd},
+		{"systemd", false, false, "", ErrNoSystemd},
+		{"upstart", true, true, "", ErrUnknownDriver},
 	} {
-		got, err := ResolveDriver(tc.req, tc.systemd)
+		got, err := ResolveDriver(tc.req, tc.systemd, tc.unified)
 		if got != tc.want || !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
-			t.Errorf("ResolveDriver(%q, %v) = %q, %v; want %q, %v", tc.req, tc.systemd, got, err, tc.want, tc.err)
+			t.Errorf("ResolveDriver(%q, systemd=%v, unified=%v) = %q, %v; want %q, %v",
+				tc.req, tc.systemd, tc.unified, got, err, tc.want, tc.err)
 		}
 	}
 }

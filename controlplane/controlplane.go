@@ -7,11 +7,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -27,6 +30,7 @@ import (
 	"github.com/nodelet/nodelet/controlplane/pki"
 	"github.com/nodelet/nodelet/controlplane/registry"
 	"github.com/nodelet/nodelet/controlplane/storage/bolt"
+	"github.com/nodelet/nodelet/sdnotify"
 )
 
 // Version is the Kubernetes API version this control plane speaks.
@@ -60,7 +64,11 @@ type Config struct {
 	// DisableLeaderElection runs controllers and scheduler without taking
 	// the lease (only for a single control plane).
 	DisableLeaderElection bool
-	Log                   *slog.Logger
+	// Notifier, when set, tells systemd when the API server is ready and
+	// pings its watchdog while it answers (cmd/controlplane sets it;
+	// control planes embedded in tests and the lab leave it nil).
+	Notifier *sdnotify.Notifier
+	Log      *slog.Logger
 }
 
 // ControlPlane is a running control plane.
@@ -167,7 +175,45 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		}
 		return err
 	})
+	if n := c.cfg.Notifier; n != nil {
+		// READY=1 once /readyz answers; watchdog pings while /livez does;
+		// STOPPING=1 as soon as the group's context ends.
+		g.Go(func() error {
+			n.Run(ctx, c.probe(bundle, "/readyz"), c.probe(bundle, "/livez"), time.Second)
+			return nil
+		})
+	}
 	return g.Wait()
+}
+
+// probe returns a check that GETs path from the API server the way a
+// local client does (LocalURL, the serving certificate verified against
+// the cluster CA) and wants 200: the listener, TLS and the handler all
+// answer. The health paths are public, as upstream's (readable by
+// system:unauthenticated), so no credentials are sent. Each check opens a
+// new connection, so a server that stopped accepting fails it.
+func (c *ControlPlane) probe(bundle *pki.Bundle, path string) func(context.Context) error {
+	client := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: bundle.CAPool(), MinVersion: tls.VersionTLS12},
+		DisableKeepAlives: true,
+	}}
+	url := c.LocalURL() + path
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return fmt.Errorf("GET %s: %w", url, err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("GET %s: %w", url, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+		}
+		return nil
+	}
 }
 
 // nodeClient reaches nodelets as kube-apiserver-kubelet-client (group

@@ -22,6 +22,7 @@ import (
 	"github.com/nodelet/nodelet/nodeapi"
 	"github.com/nodelet/nodelet/nodestatus"
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/sdnotify"
 	"github.com/nodelet/nodelet/status"
 	"github.com/nodelet/nodelet/volumes"
 )
@@ -100,7 +101,11 @@ type Config struct {
 	Port                    int
 	TLSCertFile, TLSKeyFile string
 	ClientCAFile            string
-	Log                     *slog.Logger
+	// Notifier, when set, tells systemd when the node is ready and pings
+	// its watchdog while the PLEG and containerd are healthy (cmd/nodelet
+	// sets it; agents embedded in tests and the lab leave it nil).
+	Notifier *sdnotify.Notifier
+	Log      *slog.Logger
 }
 
 // Agent is the node agent.
@@ -193,8 +198,14 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 	if c.floor, err = cgroups.OwnOOMScoreAdj(); err != nil {
 		return nil, fmt.Errorf("nodelet: read own oom_score_adj: %w", err)
 	}
+	// Before the runtime: runc must use the driver the nodelet uses.
+	if c.driver, err = cgroups.DetectDriver(a.cfg.CgroupDriver); err != nil {
+		return nil, fmt.Errorf("nodelet: cgroup driver: %w", err)
+	}
+	a.log.Info("cgroup driver", "driver", c.driver, "mode", cgroups.DetectMode())
 	c.rt, err = runtime.New(ctx, runtime.Config{Address: a.cfg.ContainerdAddress, Namespace: a.cfg.ContainerdNamespace,
-		RuncRoot: a.cfg.RuncRoot, StateDir: a.cfg.StateDir, LogRoot: a.cfg.LogRoot, LogDriver: a.cfg.LogDriver,
+		RuncRoot: a.cfg.RuncRoot, SystemdCgroup: c.driver == cgroups.DriverSystemd,
+		StateDir: a.cfg.StateDir, LogRoot: a.cfg.LogRoot, LogDriver: a.cfg.LogDriver,
 		OOMScoreAdjFloor: c.floor, Logger: a.log.With("component", "runtime"),
 		Registry: runtime.RegistryConfig{ConfigDir: a.cfg.RegistryConfigDir, MaxParallelPulls: a.cfg.MaxParallelImagePulls}})
 	if err != nil {
@@ -210,9 +221,6 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 	}
 	if err := a.importImages(ctx, c.rt); err != nil {
 		return nil, err
-	}
-	if c.driver, err = cgroups.DetectDriver(a.cfg.CgroupDriver); err != nil {
-		return nil, fmt.Errorf("nodelet: cgroup driver: %w", err)
 	}
 	// As upstream's --enforce-node-allocatable=pods: kubepods is capped at
 	// the node's allocatable, so pods cannot eat what --system-reserved

@@ -111,6 +111,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		goRun("api", func(ctx context.Context) error { return api.Serve(ctx, ln) })
 	}
+	started := make(chan struct{}) // closed once the node can run pods
+	if a.cfg.Notifier != nil {
+		goRun("systemd", a.notifySystemd(started, w))
+	}
 
 	cidr, err := w.node.WaitPodCIDR(ctx)
 	if err != nil {
@@ -126,6 +130,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return nilIfDone(ctx, errors.New("nodelet: pod informer did not sync"))
 	}
 	a.log.Info("nodelet running", "podCIDR", cidr)
+	close(started)
 	goRun("pleg events", func(ctx context.Context) error { a.plegEvents(ctx, w); return nil })
 	goRun("housekeeping", func(ctx context.Context) error { a.housekeeping(ctx, w); return nil })
 	goRun("routes", func(ctx context.Context) error { return a.runPeerRoutes(ctx, cidr, w.node.Host().InternalIP) })
@@ -235,6 +240,52 @@ func readiness(p *pleg.PLEG, net interface{ Ready() error }) error {
 	}
 	if err := net.Ready(); err != nil {
 		return fmt.Errorf("network not ready: %w", err)
+	}
+	return nil
+}
+
+// notifySystemd is the conversation with systemd (sdnotify.Notifier.Run):
+// READY=1 once systemdReady passes, then watchdog pings while
+// systemdHealthy does, STOPPING=1 when the agent stops.
+func (a *Agent) notifySystemd(started <-chan struct{}, w *wired) func(context.Context) error {
+	ready, healthy := a.systemdReady(started, w.rt), systemdHealthy(w.pleg, w.rt)
+	return func(ctx context.Context) error {
+		a.cfg.Notifier.Run(ctx, ready, healthy, time.Second)
+		return nil
+	}
+}
+
+// systemdReady is when the nodelet tells systemd it is ready (READY=1):
+// start-up is through (pod CIDR, CNI config, informers synced), the Node
+// object exists and containerd answers.
+func (a *Agent) systemdReady(started <-chan struct{}, rt *runtime.Containerd) func(context.Context) error {
+	return func(ctx context.Context) error {
+		select {
+		case <-started:
+		default:
+			return errors.New("starting: waiting for the node's pod CIDR, the CNI config and the pod informer")
+		}
+		if _, err := a.client.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("get node %s: %w", a.cfg.NodeName, err)
+		}
+		return containerdAnswers(ctx, rt)
+	}
+}
+
+// systemdHealthy feeds systemd's watchdog: the PLEG relists (a stuck one
+// means the nodelet no longer sees its containers) and containerd answers.
+func systemdHealthy(p *pleg.PLEG, rt *runtime.Containerd) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if ok, err := p.Healthy(); !ok {
+			return fmt.Errorf("PLEG is not healthy: %w", err)
+		}
+		return containerdAnswers(ctx, rt)
+	}
+}
+
+func containerdAnswers(ctx context.Context, rt *runtime.Containerd) error {
+	if _, err := rt.Client().Version(ctx); err != nil {
+		return fmt.Errorf("containerd version: %w", err)
 	}
 	return nil
 }

@@ -68,7 +68,13 @@ type Config struct {
 	// RuncRoot is runc's state directory (the shim's default,
 	// /run/containerd/runc, when empty); tests keep it in their own tree.
 	RuncRoot string
-	LogRoot  string // DefaultLogRoot when empty
+	// SystemdCgroup makes runc manage the containers' cgroups through
+	// systemd (runc's --systemd-cgroup; cgroupsPath is then
+	// "slice:prefix:name", see cgroups.ContainerCgroupsPath). It must be
+	// set exactly when the nodelet's cgroup driver is systemd: runc and the
+	// nodelet must agree on who owns the tree.
+	SystemdCgroup bool
+	LogRoot       string // DefaultLogRoot when empty
 	// StateDir holds the FIFOs of containers whose output the nodelet
 	// copies itself (no LogDriver); containerd's default when empty.
 	StateDir string
@@ -147,12 +153,13 @@ func (c *Containerd) nsCtx(ctx context.Context) context.Context {
 	return namespaces.WithNamespace(ctx, c.cfg.Namespace)
 }
 
-// runtimeOptions are the runc shim's options (nil: its defaults).
+// runtimeOptions are the runc shim's options (nil: its defaults, which
+// are runc's state in /run/containerd/runc and the cgroupfs driver).
 func (c *Containerd) runtimeOptions() any {
-	if c.cfg.RuncRoot == "" {
+	if c.cfg.RuncRoot == "" && !c.cfg.SystemdCgroup {
 		return nil
 	}
-	return &runcoptions.Options{Root: c.cfg.RuncRoot}
+	return &runcoptions.Options{Root: c.cfg.RuncRoot, SystemdCgroup: c.cfg.SystemdCgroup}
 }
 
 // SandboxConfig describes one sandbox of a pod.

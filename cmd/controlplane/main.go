@@ -23,6 +23,7 @@ import (
 	"github.com/nodelet/nodelet/controlplane"
 	"github.com/nodelet/nodelet/controlplane/pki"
 	"github.com/nodelet/nodelet/controlplane/registry"
+	"github.com/nodelet/nodelet/sdnotify"
 )
 
 func main() {
@@ -73,9 +74,16 @@ func run(args []string) error {
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	if sdnotify.StderrIsJournal() {
+		opts.ReplaceAttr = sdnotify.DropTime // journald stamps every line
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, opts))
 	// client-go logs through klog; send it to the same place.
 	klog.SetSlogLogger(cfg.Log)
+	// READY=1 and watchdog pings when systemd runs the control plane
+	// (Type=notify); without NOTIFY_SOCKET it sends nothing.
+	cfg.Notifier = sdnotify.New(sdnotify.Config{Log: cfg.Log, ReadyStatus: "serving"})
 	cp, err := controlplane.New(cfg)
 	if err != nil {
 		return err

@@ -27,6 +27,7 @@ import (
 	"github.com/nodelet/nodelet/nodeapi"
 	"github.com/nodelet/nodelet/nodelet"
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/sdnotify"
 )
 
 func main() {
@@ -115,7 +116,7 @@ func run(args []string) error {
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := newLogger(level)
 	slog.SetDefault(log)
 	klog.SetSlogLogger(log)
 
@@ -126,6 +127,9 @@ func run(args []string) error {
 	rc.QPS, rc.Burst = float32(apiQPS), apiBurst
 	rc.UserAgent = "nodelet/" + cfg.NodeName
 	cfg.RestConfig, cfg.Log = rc, log
+	// READY=1 and watchdog pings when systemd runs the nodelet
+	// (Type=notify); without NOTIFY_SOCKET it sends nothing.
+	cfg.Notifier = sdnotify.New(sdnotify.Config{Log: log, ReadyStatus: "node " + cfg.NodeName + " running"})
 	cfg.CNIBinDirs = filepath.SplitList(cniBinDirs)
 	if clusterDNS != "" {
 		cfg.ClusterDNS = strings.Split(clusterDNS, ",")
@@ -140,6 +144,16 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return agent.Run(ctx)
+}
+
+// newLogger logs text to stderr; under systemd, whose journal stamps every
+// line, without the time.
+func newLogger(level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if sdnotify.StderrIsJournal() {
+		opts.ReplaceAttr = sdnotify.DropTime
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
 // parseResourceList parses "cpu=500m,memory=256Mi" as kubelet's
