@@ -20,6 +20,34 @@ lab: build
 lab-down:
 	$(BIN)/nodelet-lab down
 
+# The VM lab (packaging/lab, as root): Debian 12 guests under QEMU (cp,
+# node1, node2) running the .deb of the working tree under systemd; the
+# image is built once and cached in /var/cache/nodelet-vm-lab.
+.PHONY: vm-lab vm-lab-up vm-lab-down vm-lab-test
+vm-lab: vm-lab-up
+	KUBECONFIG=_output/vm-lab/kubeconfig packaging/smoke.sh --node-exec packaging/lab/ssh.sh
+
+vm-lab-up: build deb
+	packaging/lab/up.sh
+
+vm-lab-down:
+	packaging/lab/down.sh
+
+vm-lab-test: build deb
+	packaging/lab/test.sh
+
+# The .deb: _output/deb/nodelet_$(VERSION)_amd64.deb, built with nfpm
+# (packaging/nfpm.yaml); `make deb VERSION=0.1.1` sets the version.
+# packaging-check builds it and checks it, the install scripts and the
+# Vagrantfile without installing anything on this host.
+VERSION ?= $(shell packaging/deb/version.sh)
+.PHONY: deb packaging-check
+deb:
+	VERSION='$(VERSION)' GO='$(GO)' packaging/deb/build.sh
+
+packaging-check: deb
+	GO='$(GO)' packaging/deb/check.sh _output/deb/nodelet_$(VERSION)_amd64.deb
+
 deps:
 	scripts/deps.sh
 

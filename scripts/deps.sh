@@ -7,7 +7,14 @@ set -euo pipefail
 # and nginx-light are what the test images are built from; docker-registry
 # and apache2-utils (htpasswd) give the image pull tests a registry of their
 # own on 127.0.0.1 (started by the tests, never as a service).
-packages=(ca-certificates git make iproute2 iptables containerd runc containernetworking-plugins busybox-static nginx-light docker-registry apache2-utils)
+# lintian, ruby (ruby -c on the Vagrantfile), shellcheck and systemd
+# (systemd-analyze verify on the units) are what
+# `make packaging-check` and the unit tests check the packaging with.
+# qemu-system-x86, qemu-utils, debootstrap and openssh-client run the VM lab
+# (make vm-lab: Debian guests under QEMU, reached with ssh).
+packages=(ca-certificates git make iproute2 iptables containerd runc containernetworking-plugins busybox-static nginx-light docker-registry apache2-utils
+	lintian ruby shellcheck systemd
+	qemu-system-x86 qemu-utils debootstrap openssh-client)
 missing=()
 for pkg in "${packages[@]}"; do
 	dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
@@ -21,6 +28,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 		printf '#!/bin/sh\nexit 101\n' > "$policy"
 		chmod +x "$policy"
 		created_policy=1
+		trap 'rm -f "$policy"' EXIT # also when apt-get fails
 	fi
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}"

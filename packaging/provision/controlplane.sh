@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Provisions the control plane of a cluster of VMs (the Vagrantfile and
+# the QEMU lab both run it, as root, inside the guest):
+#
+#   controlplane.sh --ip IP --share DIR [--nodes "node1=IP1 node2=IP2"] [--controlplane-arg ARG]...
+#
+# DIR is shared read-write with the nodes' guests and holds exactly one
+# nodelet_*.deb. Runs `install.sh controlplane --advertise-address IP
+# --deb DIR/nodelet_*.deb` (the control plane only: make this guest a node
+# too with node.sh, after naming it in --nodes), then writes each node's
+# credentials to DIR/credentials/NAME for node.sh. install.sh is taken
+# from ../install.sh (as in the source tree), else from DIR/install.sh,
+# else from the package. Options also take the --opt=value form.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+die() {
+	echo "provision: $*" >&2
+	exit 2
+}
+
+ip="" share="" nodes="" args=()
+while [ $# -gt 0 ]; do
+	opt=$1 val=""
+	case $opt in
+	--*=*) val=${opt#*=} opt=${opt%%=*} ;;
+	--ip | --share | --nodes | --controlplane-arg)
+		[ $# -ge 2 ] || die "$opt needs a value"
+		val=$2
+		shift ;;
+	esac
+	case $opt in
+	--ip) ip=$val ;;
+	--share) share=$val ;;
+	--nodes) nodes=$val ;;
+	--controlplane-arg) args+=(--controlplane-arg "$val") ;;
+	-h | --help) usage; exit 0 ;;
+	*) die "unknown argument '$1' (see --help)" ;;
+	esac
+	shift
+done
+[ -n "$ip" ] && [ -n "$share" ] || die "--ip and --share are required (see --help)"
+[ -d "$share" ] || die "--share $share: no such directory"
+
+debs=("$share"/nodelet_*.deb)
+[ ${#debs[@]} -eq 1 ] && [ -f "${debs[0]}" ] ||
+	die "$share must hold exactly one nodelet_*.deb (found: ${debs[*]}); run 'make deb' and copy _output/deb/*.deb there"
+
+# install.sh: beside the provisioning scripts, in the share, or in the package.
+install_sh=""
+for f in "$here/../install.sh" "$share/install.sh"; do
+	if [ -f "$f" ]; then install_sh=$f && break; fi
+done
+if [ -z "$install_sh" ]; then
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	install_sh=$tmp/install.sh
+	dpkg-deb --fsys-tarfile "${debs[0]}" | tar -xO ./usr/lib/nodelet/install.sh >"$install_sh" ||
+		die "no install.sh beside $here, in $share or in ${debs[0]}"
+fi
+
+server="https://$ip:6443"
+bash "$install_sh" controlplane --advertise-address "$ip" --deb "${debs[0]}" "${args[@]}"
+for pair in $nodes; do
+	name=${pair%%=*} nip=${pair#*=}
+	[ -n "$name" ] && [ -n "$nip" ] && [ "$name" != "$pair" ] || die "--nodes: '$pair' is not NAME=IP"
+	bash "$install_sh" node-credentials --name "$name" --ip "$nip" --server "$server" --out "$share/credentials/$name"
+done
+echo "provision: control plane $ip ready; credentials for: ${nodes:-no nodes}"

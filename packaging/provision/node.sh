@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Provisions a node of a cluster of VMs (the Vagrantfile and the QEMU lab
+# both run it, as root, inside the guest), after controlplane.sh:
+#
+#   node.sh --name NAME --ip IP --server URL --share DIR
+#
+# DIR is the directory shared with the control plane's guest: it holds the
+# one nodelet_*.deb, DIR/credentials/NAME (written by controlplane.sh) and
+# optionally DIR/images/ (image archives the nodelet imports). Runs
+# `install.sh node --server URL --credentials DIR/credentials/NAME
+# --node-ip IP --name NAME --deb DIR/nodelet_*.deb --image-dir DIR/images`.
+# install.sh is found as controlplane.sh finds it. Options also take the
+# --opt=value form.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+die() {
+	echo "provision: $*" >&2
+	exit 2
+}
+
+name="" ip="" server="" share=""
+while [ $# -gt 0 ]; do
+	opt=$1 val=""
+	case $opt in
+	--*=*) val=${opt#*=} opt=${opt%%=*} ;;
+	--name | --ip | --server | --share)
+		[ $# -ge 2 ] || die "$opt needs a value"
+		val=$2
+		shift ;;
+	esac
+	case $opt in
+	--name) name=$val ;;
+	--ip) ip=$val ;;
+	--server) server=$val ;;
+	--share) share=$val ;;
+	-h | --help) usage; exit 0 ;;
+	*) die "unknown argument '$1' (see --help)" ;;
+	esac
+	shift
+done
+[ -n "$name" ] && [ -n "$ip" ] && [ -n "$server" ] && [ -n "$share" ] ||
+	die "--name, --ip, --server and --share are required (see --help)"
+[ -d "$share/credentials/$name" ] ||
+	die "no $share/credentials/$name: run controlplane.sh with --nodes \"... $name=$ip\" first"
+
+debs=("$share"/nodelet_*.deb)
+[ ${#debs[@]} -eq 1 ] && [ -f "${debs[0]}" ] ||
+	die "$share must hold exactly one nodelet_*.deb (found: ${debs[*]})"
+images=()
+[ -d "$share/images" ] && images=(--image-dir "$share/images")
+
+install_sh=""
+for f in "$here/../install.sh" "$share/install.sh"; do
+	if [ -f "$f" ]; then install_sh=$f && break; fi
+done
+if [ -z "$install_sh" ]; then
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	install_sh=$tmp/install.sh
+	dpkg-deb --fsys-tarfile "${debs[0]}" | tar -xO ./usr/lib/nodelet/install.sh >"$install_sh" ||
+		die "no install.sh beside $here, in $share or in ${debs[0]}"
+fi
+
+bash "$install_sh" node --server "$server" --credentials "$share/credentials/$name" \
+	--node-ip "$ip" --name "$name" --deb "${debs[0]}" "${images[@]}"
+echo "provision: node $name ($ip) joined $server"
