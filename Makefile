@@ -51,7 +51,7 @@ packaging-check: deb
 deps:
 	scripts/deps.sh
 
-test: deps vet unit e2e
+test: deps vet unit e2e packaging-check vm-lab-test
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
