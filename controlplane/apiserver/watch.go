@@ -340,11 +340,17 @@ func (ws *watchStream) writeBookmark(initialEnd bool) {
 	if initialEnd {
 		m.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
 	}
-	if ws.p.output == outProtobuf {
+	var v any = obj
+	switch ws.p.output {
+	case outProtobuf:
 		ws.writeFrame("BOOKMARK", ws.encodeProto(obj))
 		return
+	case outMetadata:
+		// A metadata client decodes nothing but meta.k8s.io kinds: a
+		// bookmark of the resource's own kind would end its watch.
+		v = partialMetadata(obj)
 	}
-	data, _ := json.Marshal(obj)
+	data, _ := json.Marshal(v)
 	ws.writeFrame("BOOKMARK", data)
 }
 
