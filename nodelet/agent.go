@@ -93,6 +93,17 @@ type Config struct {
 	ClusterDNS            []string
 	ClusterDomain         string
 
+	// The container garbage collection (once a minute, as upstream's
+	// kubelet): a dead container may go MinimumContainerTTLDuration after
+	// its creation (default 0); each container of a pod keeps its
+	// MaximumDeadContainersPerContainer newest dead instances (0: the
+	// default 1; < 0: no limit) and the node its MaximumDeadContainers
+	// newest (0: the default, no limit; < 0: no limit). The latest
+	// instance of a live pod's container is always kept.
+	MaximumDeadContainersPerContainer int
+	MaximumDeadContainers             int
+	MinimumContainerTTLDuration       time.Duration
+
 	// Address and Port are where the nodelet's HTTPS API listens (default
 	// 0.0.0.0:10250; Port < 0 disables it). TLSCertFile and TLSKeyFile are
 	// its serving certificate (self-signed when empty); ClientCAFile
@@ -101,6 +112,22 @@ type Config struct {
 	Port                    int
 	TLSCertFile, TLSKeyFile string
 	ClientCAFile            string
+	// HealthzBindAddress and HealthzPort are where GET /healthz answers
+	// (default 127.0.0.1:10248; HealthzPort < 0 disables it): "ok" while
+	// the PLEG relists and containerd answers, the systemd watchdog's test.
+	HealthzBindAddress string
+	HealthzPort        int
+
+	// MaxPods is the node's pods capacity (nodestatus.DefaultMaxPods when
+	// 0). NodeLabels and RegisterWithTaints are set on the Node when the
+	// nodelet creates it.
+	MaxPods            int
+	NodeLabels         map[string]string
+	RegisterWithTaints []corev1.Taint
+	// ResolvConf is the node's resolv.conf, which pods of dnsPolicy
+	// Default get; empty: /etc/resolv.conf, or none if it is missing.
+	// A file named here must be readable at start.
+	ResolvConf string
 	// Notifier, when set, tells systemd when the node is ready and pings
 	// its watchdog while the PLEG and containerd are healthy (cmd/nodelet
 	// sets it; agents embedded in tests and the lab leave it nil).
@@ -171,8 +198,23 @@ func setAgentDefaults(cfg *Config) error {
 	if cfg.Port == 0 {
 		cfg.Port = nodeapi.DefaultPort
 	}
+	if cfg.HealthzBindAddress == "" {
+		cfg.HealthzBindAddress = "127.0.0.1"
+	}
+	if cfg.HealthzPort == 0 {
+		cfg.HealthzPort = DefaultHealthzPort
+	}
+	if cfg.MaxPods == 0 {
+		cfg.MaxPods = nodestatus.DefaultMaxPods
+	}
 	if cfg.ClusterDomain == "" {
 		cfg.ClusterDomain = "cluster.local"
+	}
+	if cfg.MaximumDeadContainersPerContainer == 0 {
+		cfg.MaximumDeadContainersPerContainer = runtime.DefaultGCPolicy.MaxPerPodContainer
+	}
+	if cfg.MaximumDeadContainers == 0 {
+		cfg.MaximumDeadContainers = runtime.DefaultGCPolicy.MaxContainers
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -65,6 +66,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("nodelet: %w", err)
 	}
 	defer locks.Release()
+	hz, err := a.listenHealthz()
+	if err != nil {
+		return err
+	}
+	if hz != nil {
+		defer hz.Close() // Serve closes it too; this covers a failed start
+	}
 	c, err := a.setup(ctx)
 	if err != nil {
 		return err
@@ -94,6 +102,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	goRun("nodestatus", w.node.Run)
 	goRun("runtime events", func(ctx context.Context) error { a.forwardEvents(ctx, c.rt, w.hints); return nil })
 	goRun("pleg", w.pleg.Run)
+	if hz != nil {
+		h := healthzHandler(loopsHealthy(w.pleg, w.rt))
+		goRun("healthz", func(ctx context.Context) error { return serveHealthz(ctx, hz, h, a.log) })
+	}
 	if a.cfg.Port > 0 {
 		collector, err := stats.New(stats.Config{NodeName: a.cfg.NodeName, Runtime: c.rt, Log: a.log.With("component", "stats")})
 		if err != nil {
@@ -161,6 +173,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	}
 	w.node, err = nodestatus.New(nodestatus.Config{Client: a.client, NodeName: a.cfg.NodeName, NodeIP: a.cfg.NodeIP,
 		APIServer: apiServerURL(a.cfg.RestConfig), RootDir: a.cfg.RootDir, PodCIDR: a.cfg.PodCIDR, SystemReserved: a.cfg.SystemReserved, KubeReserved: a.cfg.KubeReserved,
+		MaxPods: a.cfg.MaxPods, Labels: a.cfg.NodeLabels, Taints: a.cfg.RegisterWithTaints,
 		ContainerRuntimeVersion: runtimeVersion(ctx, c.rt), Event: nodeEvent, DaemonPort: int32(max(a.cfg.Port, 0)),
 		Readiness: func() error { return readiness(w.pleg, c.net) }, Log: a.log.With("component", "nodestatus")})
 	if err != nil {
@@ -181,6 +194,10 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	})
 	w.svcFactory = informers.NewSharedInformerFactory(a.client, 0)
 	svcInformer := w.svcFactory.Core().V1().Services()
+	resolv, err := a.hostResolvConf()
+	if err != nil {
+		return nil, err
+	}
 	w.services = svcInformer.Informer()
 	syncer, err := NewSyncer(SyncerConfig{Runtime: c.rt, Network: c.net, Cgroups: c.cg, CgroupDriver: c.driver,
 		Volumes: c.vols, Status: w.status, PodStatus: c.rt.PodStatus,
@@ -189,7 +206,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		Recorder: recorder, Probes: w.probes,
 		Services: func() ([]*corev1.Service, error) { return svcInformer.Lister().List(labels.Everything()) }, Objects: apiObjects{a.client},
 		PauseImage: a.cfg.PodInfraImage, NodeName: a.cfg.NodeName, NodeIP: w.node.Host().InternalIP,
-		ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain,
+		ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain, HostResolvConf: resolv,
 		PodFilesDir: filepath.Join(a.cfg.RootDir, "pod-files"), LogRoot: a.cfg.LogRoot, OOMScoreAdjFloor: c.floor,
 		MemoryCapacity: w.node.Host().MemoryBytes, Log: a.log.With("component", "syncer"),
 		PodContentRemovable: func(uid types.UID) bool { return workers.ShouldPodContentBeRemoved(uid) }})
@@ -246,9 +263,9 @@ func readiness(p *pleg.PLEG, net interface{ Ready() error }) error {
 
 // notifySystemd is the conversation with systemd (sdnotify.Notifier.Run):
 // READY=1 once systemdReady passes, then watchdog pings while
-// systemdHealthy does, STOPPING=1 when the agent stops.
+// loopsHealthy does, STOPPING=1 when the agent stops.
 func (a *Agent) notifySystemd(started <-chan struct{}, w *wired) func(context.Context) error {
-	ready, healthy := a.systemdReady(started, w.rt), systemdHealthy(w.pleg, w.rt)
+	ready, healthy := a.systemdReady(started, w.rt), loopsHealthy(w.pleg, w.rt)
 	return func(ctx context.Context) error {
 		a.cfg.Notifier.Run(ctx, ready, healthy, time.Second)
 		return nil
@@ -272,9 +289,10 @@ func (a *Agent) systemdReady(started <-chan struct{}, rt *runtime.Containerd) fu
 	}
 }
 
-// systemdHealthy feeds systemd's watchdog: the PLEG relists (a stuck one
-// means the nodelet no longer sees its containers) and containerd answers.
-func systemdHealthy(p *pleg.PLEG, rt *runtime.Containerd) func(context.Context) error {
+// loopsHealthy feeds systemd's watchdog and /healthz: the PLEG relists (a
+// stuck one means the nodelet no longer sees its containers) and
+// containerd answers.
+func loopsHealthy(p *pleg.PLEG, rt *runtime.Containerd) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if ok, err := p.Healthy(); !ok {
 			return fmt.Errorf("PLEG is not healthy: %w", err)
@@ -379,7 +397,20 @@ func (a *Agent) admitted(w *wired, p *corev1.Pod) bool {
 	return false
 }
 
-func (a *Agent) maxPods() int { return nodestatus.DefaultMaxPods }
+func (a *Agent) maxPods() int { return a.cfg.MaxPods }
+
+// hostResolvConf reads the ResolvConf file; nil without one lets the
+// Syncer read /etc/resolv.conf.
+func (a *Agent) hostResolvConf() ([]byte, error) {
+	if a.cfg.ResolvConf == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(a.cfg.ResolvConf)
+	if err != nil {
+		return nil, fmt.Errorf("nodelet: read resolv.conf: %w", err)
+	}
+	return data, nil
+}
 
 // cachedPod is the informer's copy of a pod (nil before the informer runs
 // or when it does not have the pod). Callers must not modify it.
@@ -438,11 +469,13 @@ func (a *Agent) plegEvents(ctx context.Context, w *wired) {
 }
 
 // housekeeping periodically syncs every pod of the API and removes pods
-// the runtime, cgroups or volumes hold that the API no longer has.
+// the runtime, cgroups or volumes hold that the API no longer has; every
+// containerGCTicks ticks it removes dead containers (containergc.go).
 func (a *Agent) housekeeping(ctx context.Context, w *wired) {
 	t := time.NewTicker(housekeepingInterval)
 	defer t.Stop()
-	for {
+	gc := a.containerGC(w)
+	for tick := 1; ; tick++ {
 		for _, obj := range w.pods.GetStore().List() {
 			if p, ok := obj.(*corev1.Pod); ok {
 				a.syncPod(w, p)
@@ -456,6 +489,11 @@ func (a *Agent) housekeeping(ctx context.Context, w *wired) {
 			a.log.Warn("reconcile pod networks", "err", err)
 		}
 		w.orphans.removeLogs()
+		if tick%containerGCTicks == 0 {
+			if err := gc.collect(ctx); err != nil && ctx.Err() == nil {
+				a.log.Warn("container garbage collection", "err", err)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -63,6 +63,9 @@ func startAgent(t *testing.T, base string) *agentEnv {
 		CgroupDriver: "cgroupfs", CgroupRoot: env.cgRoot, PauseBinary: pauseBin, ImageDir: imageDir,
 		NodeIP: "10.77.1.1", PodCIDR: podCIDR, ClusterDNS: []string{"10.96.0.10"}, Log: log,
 		Port: -1, // the API is tested in test/e2e
+		// The test runs in the host's netns, where another run of these
+		// tests (or a node agent) may hold 10248; healthz_test.go tests it.
+		HealthzPort: -1,
 	}
 	env.start(t)
 	return env

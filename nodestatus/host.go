@@ -16,10 +16,12 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodelet/nodelet/buildinfo"
 )
 
 // KubeletVersion is what the node reports as its kubelet version.
-const KubeletVersion = "v1.37.0-nodelet"
+const KubeletVersion = buildinfo.GitVersion
 
 // Host is what the node learns about the machine: capacity and nodeInfo.
 type Host struct {

@@ -46,7 +46,11 @@ type Config struct {
 	// address; empty: NodeName (several nodelets may share one host).
 	Hostname string
 	// Labels are extra labels set when the node is created.
-	Labels                       map[string]string
+	Labels map[string]string
+	// Taints are set when the node is created (--register-with-taints);
+	// an existing Node keeps its own, as upstream: they are the cluster
+	// admin's to change afterwards.
+	Taints                       []corev1.Taint
 	SystemReserved, KubeReserved corev1.ResourceList
 	MaxPods                      int    // default 110
 	RootDir                      string // statfs'ed for ephemeral-storage

@@ -336,3 +336,16 @@ func parseMemTotalFile() (int64, error) {
 	}
 	return parseMemTotal(data)
 }
+
+func TestRegisterWithTaintsAndMaxPods(t *testing.T) {
+	taints := []corev1.Taint{{Key: "dedicated", Value: "edge", Effect: corev1.TaintEffectNoSchedule}}
+	h := newHarness(t, func(c *Config) { c.Taints, c.MaxPods = taints, 30 })
+	h.run(t)
+	n := h.waitReady(t, corev1.ConditionTrue)
+	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0] != taints[0] {
+		t.Errorf("taints = %v, want %v", n.Spec.Taints, taints)
+	}
+	if n.Status.Capacity.Pods().Value() != 30 {
+		t.Errorf("pods capacity = %v, want 30", n.Status.Capacity.Pods())
+	}
+}

@@ -36,6 +36,7 @@ func (s *Syncer) registerWithRetry(ctx context.Context) error {
 func (s *Syncer) register(ctx context.Context) error {
 	nodes := s.cfg.Client.CoreV1().Nodes()
 	initial := InitialNode(s.cfg.NodeName, s.host, s.cfg.Labels, s.cfg.PodCIDR)
+	initial.Spec.Taints = append([]corev1.Taint(nil), s.cfg.Taints...)
 	o := s.observe()
 	SetStatus(initial, o, s.cfg.NodeName)
 	created, err := nodes.Create(ctx, initial, metav1.CreateOptions{})

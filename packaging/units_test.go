@@ -16,14 +16,14 @@ import (
 )
 
 // product is one installed program: its unit, the variable its unit passes
-// as arguments, and the main package that defines its flags.
+// as arguments, and the main package (directory) that defines its flags.
 type product struct {
-	unit, binary, argsVar, mainFile string
+	unit, binary, argsVar, mainDir string
 }
 
 var products = []product{
-	{"nodelet-controlplane.service", "/usr/bin/nodelet-controlplane", "CONTROLPLANE_ARGS", "../cmd/controlplane/main.go"},
-	{"nodelet.service", "/usr/bin/nodelet", "NODELET_ARGS", "../cmd/nodelet/main.go"},
+	{"nodelet-controlplane.service", "/usr/bin/nodelet-controlplane", "CONTROLPLANE_ARGS", "../cmd/controlplane"},
+	{"nodelet.service", "/usr/bin/nodelet", "NODELET_ARGS", "../cmd/nodelet"},
 }
 
 // systemdAnalyze finds systemd-analyze. Missing is a failure, not a skip:
@@ -192,14 +192,14 @@ func checkDefaults(t *testing.T, path string, p product) {
 	if !ok || args == "" {
 		t.Fatalf("%s does not set %s", path, p.argsVar)
 	}
-	mainSrc := readFile(t, p.mainFile)
+	mainSrc := packageSource(t, p.mainDir)
 	for _, word := range strings.Fields(args) {
 		if !strings.HasPrefix(word, "-") {
 			continue // a flag's value
 		}
 		flag, _, _ := strings.Cut(strings.TrimLeft(word, "-"), "=")
 		if !strings.Contains(mainSrc, `"`+flag+`"`) {
-			t.Errorf("%s: %s passes --%s, which %s does not define", path, p.argsVar, flag, p.mainFile)
+			t.Errorf("%s: %s passes --%s, which %s does not define", path, p.argsVar, flag, p.mainDir)
 		}
 	}
 }
@@ -236,4 +236,21 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// packageSource is the text of a package's non-test Go files: flags may be
+// defined in any of them.
+func packageSource(t *testing.T, dir string) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Go files in %s: %v", dir, err)
+	}
+	var b strings.Builder
+	for _, f := range files {
+		if !strings.HasSuffix(f, "_test.go") {
+			b.WriteString(readFile(t, f))
+		}
+	}
+	return b.String()
 }

@@ -2,6 +2,7 @@
 // server on embedded bbolt storage (controllers and scheduler to come).
 //
 //	controlplane --data-dir DIR [--bind-address IP] [--secure-port PORT] [--tls-san NAME]...
+//	controlplane --version
 //	controlplane kubeconfig --data-dir DIR --user NAME [--group G]... [--server URL]
 //	controlplane serving-cert --data-dir DIR --node-name NAME --host IP|DNS... --cert-file F --key-file F
 package main
@@ -20,6 +21,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/buildinfo"
 	"github.com/nodelet/nodelet/controlplane"
 	"github.com/nodelet/nodelet/controlplane/pki"
 	"github.com/nodelet/nodelet/controlplane/registry"
@@ -65,8 +67,13 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", 50*time.Second, "how long a node may miss lease renewals before it is marked unhealthy")
 	noElect := fs.Bool("no-leader-elect", false, "run controllers and scheduler without the leader lease (single control plane only)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *version {
+		fmt.Println(buildinfo.String("controlplane"))
+		return nil
 	}
 	cfg.TLSSANs = sans
 	cfg.DisableLeaderElection = *noElect

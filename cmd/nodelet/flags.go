@@ -1,0 +1,98 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"strings"
+
+	"github.com/nodelet/nodelet/network"
+	"github.com/nodelet/nodelet/nodeapi"
+	"github.com/nodelet/nodelet/nodelet"
+	"github.com/nodelet/nodelet/runtime"
+)
+
+// options are the command line's values; finish turns them into the
+// nodelet.Config.
+type options struct {
+	cfg                                                  nodelet.Config
+	kubeconfig, configFile, logLevel                     string
+	cniBinDirs, clusterDNS, systemReserved, kubeReserved string
+	nodeLabels, taints                                   string
+	apiQPS                                               float64
+	apiBurst, maxPulls, healthzPort                      int
+	serializePulls, version                              bool
+	// fromFile maps the flags the --config file set to its fields, so
+	// that a bad value names the field it came from.
+	fromFile map[string]string
+	// ignored are the file's fields the nodelet does not implement.
+	ignored []string
+}
+
+// aliases are upstream kubelet's names for the nodelet's flags; both
+// work, on the command line and (upstream's) in --config.
+var aliases = map[string]string{
+	"container-runtime-endpoint": "containerd-address",
+	"hostname-override":          "node-name",
+	"pod-infra-container-image":  "pod-infra-image",
+}
+
+// canonical is the nodelet's name of a flag given by either name.
+func canonical(name string) string {
+	if c, ok := aliases[name]; ok {
+		return c
+	}
+	return name
+}
+
+// newFlagSet defines the flags on o.
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("nodelet", flag.ContinueOnError)
+	cfg := &o.cfg
+	hostname, _ := os.Hostname()
+	fs.StringVar(&o.configFile, "config", "", "kubelet configuration file (kubelet.config.k8s.io/v1beta1 KubeletConfiguration); flags given on the command line win over it. "+
+		"Fields the nodelet does not implement yet (eviction*, imageGC*, containerLog*, ...) are accepted and ignored with a warning")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the API server (required)")
+	fs.StringVar(&cfg.NodeName, "node-name", strings.ToLower(hostname), "name of the Node object")
+	fs.StringVar(&cfg.RootDir, "root-dir", nodelet.DefaultRootDir, "nodelet state directory")
+	fs.StringVar(&cfg.ContainerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd socket (a path or unix://PATH)")
+	fs.StringVar(&cfg.ContainerdNamespace, "containerd-namespace", runtime.DefaultNamespace, "containerd namespace of the pods")
+	fs.StringVar(&o.cniBinDirs, "cni-bin-dir", strings.Join(network.DefaultBinDirs, ":"), "colon-separated CNI plugin directories")
+	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", network.DefaultConfDir, "CNI configuration directory")
+	fs.StringVar(&cfg.BridgeName, "bridge-name", "", "Linux bridge of the generated CNI config (default "+network.DefaultBridgeName+")")
+	fs.StringVar(&cfg.NetNSDir, "netns-dir", "", "directory of the pods' network namespaces (default "+network.DefaultNetNSDir+", or ROOT-DIR/netns with another --root-dir)")
+	fs.StringVar(&cfg.LogRoot, "pod-log-dir", runtime.DefaultLogRoot, "root of the containers' CRI log files")
+	fs.StringVar(&cfg.LockFile, "lock-file", "", "lock file that keeps a second nodelet off this root dir (default ROOT-DIR/nodelet.lock)")
+	fs.StringVar(&cfg.CgroupDriver, "cgroup-driver", "", "cgroupfs or systemd (default: detected)")
+	fs.StringVar(&cfg.CgroupRoot, "cgroup-root", "/", "cgroup under which kubepods is created")
+	fs.StringVar(&cfg.PodInfraImage, "pod-infra-image", nodelet.DefaultPodInfraImage, "pause image")
+	fs.StringVar(&cfg.PauseBinary, "pause-binary", "", "static pause binary the pause image is built from (default: pause next to nodelet)")
+	fs.StringVar(&cfg.NodeIP, "node-ip", "", "node InternalIP (default: the address of the interface that routes to the API server; the default route's when the server is on loopback)")
+	fs.StringVar(&cfg.PodCIDR, "pod-cidr", "", "pod CIDR (default: the one the control plane assigns)")
+	fs.StringVar(&cfg.ImageDir, "image-dir", "", "directory of image tarballs imported at start")
+	fs.StringVar(&o.clusterDNS, "cluster-dns", "", "comma-separated cluster DNS server IPs")
+	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
+	fs.StringVar(&cfg.ResolvConf, "resolv-conf", "", "resolv.conf that pods of dnsPolicy Default get (default /etc/resolv.conf)")
+	fs.StringVar(&o.systemReserved, "system-reserved", "", "resources kept for the OS, e.g. cpu=500m,memory=256Mi")
+	fs.StringVar(&o.kubeReserved, "kube-reserved", "", "resources kept for the node's daemons, e.g. memory=128Mi")
+	fs.IntVar(&cfg.MaxPods, "max-pods", 110, "pods capacity of the node")
+	fs.StringVar(&o.nodeLabels, "node-labels", "", "labels set when the Node is created, key=value,...")
+	fs.StringVar(&o.taints, "register-with-taints", "", "taints set when the Node is created, key=value:Effect,...")
+	fs.Float64Var(&o.apiQPS, "kube-api-qps", 50, "requests per second to the API server (as kubelet's default)")
+	fs.IntVar(&o.apiBurst, "kube-api-burst", 100, "burst of requests to the API server")
+	fs.StringVar(&cfg.Address, "address", "0.0.0.0", "IP address the nodelet's HTTPS API listens on")
+	fs.IntVar(&cfg.Port, "port", nodeapi.DefaultPort, "port of the nodelet's HTTPS API (logs, exec, port-forward, stats); -1 disables it")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serving certificate of the HTTPS API, signed by the cluster CA (see controlplane serving-cert); default: self-signed")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-private-key-file", "", "private key of --tls-cert-file")
+	fs.StringVar(&cfg.ClientCAFile, "client-ca-file", "", "CA bundle that callers' client certificates must chain to (default: the kubeconfig's CA)")
+	fs.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", "127.0.0.1", "IP address of the /healthz endpoint")
+	fs.IntVar(&o.healthzPort, "healthz-port", nodelet.DefaultHealthzPort, "port of the /healthz endpoint (plain HTTP); 0 disables it")
+	fs.StringVar(&cfg.RegistryConfigDir, "registry-config-dir", runtime.DefaultRegistryConfigDir, "containerd-style registry host configuration (<dir>/<host>/hosts.toml): mirrors, insecure registries")
+	fs.BoolVar(&o.serializePulls, "serialize-image-pulls", true, "pull one image at a time")
+	fs.IntVar(&o.maxPulls, "max-parallel-image-pulls", 0, "at most this many pulls at once with --serialize-image-pulls=false (0: no limit)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	for alias, name := range aliases {
+		fs.Var(fs.Lookup(name).Value, alias, "same as --"+name+" (kubelet's name)")
+	}
+	return fs
+}

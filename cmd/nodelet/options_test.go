@@ -1,0 +1,190 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+const header = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubelet.yaml")
+	if err := os.WriteFile(path, []byte(header+body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// parse runs parseOptions and finish as run does.
+func parse(t *testing.T, args ...string) (*options, error) {
+	t.Helper()
+	o, err := parseOptions(append([]string{"--kubeconfig", "/kubeconfig"}, args...))
+	if err != nil {
+		return nil, err
+	}
+	_, err = o.finish()
+	return o, err
+}
+
+func mustParse(t *testing.T, args ...string) *options {
+	t.Helper()
+	o, err := parse(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestConfigFileMapsEveryField(t *testing.T) {
+	resolv := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(resolv, []byte("nameserver 1.1.1.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := mustParse(t, "--config", writeConfig(t, `maxPods: 50
+cgroupDriver: systemd
+cgroupRoot: /nodelet
+clusterDNS: [10.96.0.10]
+clusterDomain: example.local
+systemReserved: {cpu: 500m}
+kubeReserved: {memory: 128Mi}
+podCIDR: 10.88.0.0/24
+serializeImagePulls: false
+maxParallelImagePulls: 3
+address: 10.0.0.1
+port: 10260
+tlsCertFile: /tls.crt
+tlsPrivateKeyFile: /tls.key
+authentication: {x509: {clientCAFile: /ca.crt}}
+healthzPort: 10300
+healthzBindAddress: 0.0.0.0
+containerRuntimeEndpoint: unix:///run/k3s/containerd.sock
+registerWithTaints: [{key: dedicated, value: edge, effect: NoSchedule}]
+resolvConf: `+resolv+`
+kubeAPIQPS: 20
+kubeAPIBurst: 40
+`))
+	c := o.cfg
+	got := []any{c.MaxPods, c.CgroupDriver, c.CgroupRoot, c.ClusterDNS, c.ClusterDomain,
+		c.SystemReserved.Cpu().String(), c.KubeReserved.Memory().String(), c.PodCIDR, c.MaxParallelImagePulls,
+		c.Address, c.Port, c.TLSCertFile, c.TLSKeyFile, c.ClientCAFile, c.HealthzPort, c.HealthzBindAddress,
+		c.ContainerdAddress, c.RegisterWithTaints, c.ResolvConf, o.apiQPS, o.apiBurst}
+	want := []any{50, "systemd", "/nodelet", []string{"10.96.0.10"}, "example.local",
+		"500m", "128Mi", "10.88.0.0/24", 3,
+		"10.0.0.1", 10260, "/tls.crt", "/tls.key", "/ca.crt", 10300, "0.0.0.0",
+		"/run/k3s/containerd.sock", []corev1.Taint{{Key: "dedicated", Value: "edge", Effect: corev1.TaintEffectNoSchedule}}, resolv, 20.0, 40}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("setting %d = %#v, want %#v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	file := writeConfig(t, "maxPods: 50\nclusterDomain: file.local\nhealthzPort: 0\n")
+	o := mustParse(t, "--config", file, "--max-pods", "70")
+	if o.cfg.MaxPods != 70 {
+		t.Errorf("--max-pods 70 over the file's 50: MaxPods = %d", o.cfg.MaxPods)
+	}
+	if o.cfg.ClusterDomain != "file.local" {
+		t.Errorf("the file over the default: ClusterDomain = %q", o.cfg.ClusterDomain)
+	}
+	if o.cfg.HealthzPort != -1 {
+		t.Errorf("the file's healthzPort 0 disables: HealthzPort = %d", o.cfg.HealthzPort)
+	}
+	// Flags win wherever they are on the command line, by either name.
+	o = mustParse(t, "--hostname-override", "flag-node", "--config", writeConfig(t, "containerRuntimeEndpoint: /file.sock\n"),
+		"--containerd-address", "/flag.sock")
+	if o.cfg.ContainerdAddress != "/flag.sock" || o.cfg.NodeName != "flag-node" {
+		t.Errorf("ContainerdAddress, NodeName = %q, %q", o.cfg.ContainerdAddress, o.cfg.NodeName)
+	}
+	o = mustParse(t)
+	if o.cfg.MaxPods != 110 || o.cfg.ClusterDomain != "cluster.local" || o.cfg.HealthzPort != 10248 || o.cfg.HealthzBindAddress != "127.0.0.1" {
+		t.Errorf("defaults: %+v", o.cfg)
+	}
+}
+
+func TestAliases(t *testing.T) {
+	o := mustParse(t, "--container-runtime-endpoint", "unix:///run/k3s.sock", "--hostname-override", "n7",
+		"--pod-infra-container-image", "example.com/pause:1")
+	if o.cfg.ContainerdAddress != "/run/k3s.sock" || o.cfg.NodeName != "n7" || o.cfg.PodInfraImage != "example.com/pause:1" {
+		t.Errorf("aliases: address %q, node %q, pause %q", o.cfg.ContainerdAddress, o.cfg.NodeName, o.cfg.PodInfraImage)
+	}
+	o = mustParse(t, "--containerd-address", "unix:///old.sock", "--node-name", "n8", "--pod-infra-image", "p:2")
+	if o.cfg.ContainerdAddress != "/old.sock" || o.cfg.NodeName != "n8" || o.cfg.PodInfraImage != "p:2" {
+		t.Errorf("the nodelet's names: address %q, node %q, pause %q", o.cfg.ContainerdAddress, o.cfg.NodeName, o.cfg.PodInfraImage)
+	}
+}
+
+func TestNewFlags(t *testing.T) {
+	o := mustParse(t, "--max-pods", "30", "--node-labels", "tier=edge,example.com/zone=a",
+		"--register-with-taints", "a=b:NoSchedule,c:NoExecute", "--healthz-port", "0", "--healthz-bind-address", "::1")
+	wantTaints := []corev1.Taint{{Key: "a", Value: "b", Effect: "NoSchedule"}, {Key: "c", Effect: "NoExecute"}}
+	if o.cfg.MaxPods != 30 || !reflect.DeepEqual(o.cfg.NodeLabels, map[string]string{"tier": "edge", "example.com/zone": "a"}) ||
+		!reflect.DeepEqual(o.cfg.RegisterWithTaints, wantTaints) || o.cfg.HealthzPort != -1 || o.cfg.HealthzBindAddress != "::1" {
+		t.Errorf("cfg = %+v", o.cfg)
+	}
+	o = mustParse(t, "--system-reserved", "cpu=1,memory=1Gi", "--serialize-image-pulls=false")
+	if !o.cfg.SystemReserved.Memory().Equal(resource.MustParse("1Gi")) || o.cfg.MaxParallelImagePulls != -1 {
+		t.Errorf("reserved %v, pulls %d", o.cfg.SystemReserved, o.cfg.MaxParallelImagePulls)
+	}
+}
+
+func TestBadValuesNameTheFlagOrField(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		file string // config file body, if any
+		want string
+	}{
+		{args: []string{"--max-pods", "0"}, want: "--max-pods"},
+		{args: []string{"--max-pods", "x"}, want: "-max-pods"},
+		{args: []string{"--healthz-port", "70000"}, want: "--healthz-port"},
+		{args: []string{"--healthz-bind-address", "localhost"}, want: "--healthz-bind-address"},
+		{args: []string{"--address", "nowhere"}, want: "--address"},
+		{args: []string{"--port", "65536"}, want: "--port"},
+		{args: []string{"--container-runtime-endpoint", "tcp://1.2.3.4:1"}, want: "--containerd-address"},
+		{args: []string{"--node-labels", "novalue"}, want: "--node-labels"},
+		{args: []string{"--node-labels", "k=bad value"}, want: "--node-labels"},
+		{args: []string{"--register-with-taints", "k=v"}, want: "--register-with-taints"},
+		{args: []string{"--register-with-taints", "k=v:Sometimes"}, want: "--register-with-taints"},
+		{args: []string{"--cgroup-driver", "cgroupv3"}, want: "--cgroup-driver"},
+		{args: []string{"--cluster-dns", "10.0.0.1,dns"}, want: "--cluster-dns"},
+		{args: []string{"--pod-cidr", "10.0.0.0"}, want: "--pod-cidr"},
+		{args: []string{"--resolv-conf", "/nonexistent/resolv.conf"}, want: "--resolv-conf"},
+		{args: []string{"--system-reserved", "gpu=1"}, want: "--system-reserved"},
+		{args: []string{"--max-parallel-image-pulls", "3"}, want: "--max-parallel-image-pulls"},
+		{args: []string{"--kube-api-qps", "0"}, want: "--kube-api-qps"},
+		{args: []string{"--log-level", "loud"}, want: "--log-level"},
+		{file: "maxPods: -1\n", want: "field maxPods"},
+		{file: "healthzPort: 70000\n", want: "field healthzPort"},
+		{file: "registerWithTaints: [{key: k, effect: Maybe}]\n", want: "field registerWithTaints"},
+		{file: "containerRuntimeEndpoint: npipe://x\n", want: "field containerRuntimeEndpoint"},
+		{file: "kubeReserved: {cpu: lots}\n", want: "field kubeReserved"},
+		{file: "maxPod: 3\n", want: `unknown field "maxPod"`},
+	} {
+		args := tc.args
+		if tc.file != "" {
+			args = []string{"--config", writeConfig(t, tc.file)}
+		}
+		_, err := parse(t, args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %q: error %v, want one naming %s", tc.args, tc.file, err, tc.want)
+		}
+	}
+}
+
+func TestKubeconfigRequired(t *testing.T) {
+	o, err := parseOptions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.finish(); err == nil || !strings.Contains(err.Error(), "--kubeconfig") {
+		t.Errorf("finish without --kubeconfig: %v", err)
+	}
+}
