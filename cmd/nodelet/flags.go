@@ -90,6 +90,9 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&cfg.RegistryConfigDir, "registry-config-dir", runtime.DefaultRegistryConfigDir, "containerd-style registry host configuration (<dir>/<host>/hosts.toml): mirrors, insecure registries")
 	fs.BoolVar(&o.serializePulls, "serialize-image-pulls", true, "pull one image at a time")
 	fs.IntVar(&o.maxPulls, "max-parallel-image-pulls", 0, "at most this many pulls at once with --serialize-image-pulls=false (0: no limit)")
+	fs.IntVar(&cfg.MaximumDeadContainersPerContainer, "maximum-dead-containers-per-container", 1, "dead instances kept per container (the latest one of a live pod always stays)")
+	fs.IntVar(&cfg.MaximumDeadContainers, "maximum-dead-containers", -1, "dead containers kept on the node (-1: no limit)")
+	fs.DurationVar(&cfg.MinimumContainerTTLDuration, "minimum-container-ttl-duration", 0, "minimum age of a dead container before it is collected")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	for alias, name := range aliases {
 		fs.Var(fs.Lookup(name).Value, alias, "same as --"+name+" (kubelet's name)")
