@@ -44,7 +44,8 @@ func (c *ControlPlane) clientConfig(bundle *pki.Bundle, user string, qps float32
 
 // runComponents runs the controllers and the scheduler while this process
 // holds the leader lease. The API server must already be serving.
-func (c *ControlPlane) runComponents(ctx context.Context, bundle *pki.Bundle) error {
+// schedMetrics outlives each term as leader, so the series carry on.
+func (c *ControlPlane) runComponents(ctx context.Context, bundle *pki.Bundle, schedMetrics *scheduler.Metrics) error {
 	ctrlCfg, err := c.clientConfig(bundle, "system:kube-controller-manager", 200, 400)
 	if err != nil {
 		return err
@@ -63,14 +64,14 @@ func (c *ControlPlane) runComponents(ctx context.Context, bundle *pki.Bundle) er
 	lease := leader.Config{Client: cs, Namespace: "kube-system", Name: "nodelet-controlplane",
 		Identity: host + "_" + string(uuid.NewUUID()), Log: c.cfg.Log}
 	if c.cfg.DisableLeaderElection {
-		return c.lead(ctx, ctrlCfg, schedCfg)
+		return c.lead(ctx, ctrlCfg, schedCfg, schedMetrics)
 	}
-	return leader.Run(ctx, lease, func(ctx context.Context) error { return c.lead(ctx, ctrlCfg, schedCfg) })
+	return leader.Run(ctx, lease, func(ctx context.Context) error { return c.lead(ctx, ctrlCfg, schedCfg, schedMetrics) })
 }
 
 // lead builds every controller and the scheduler, starts their informers
 // and runs them until ctx ends or one fails.
-func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config) error {
+func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config, schedMetrics *scheduler.Metrics) error {
 	cs, err := kubernetes.NewForConfig(ctrlCfg)
 	if err != nil {
 		return err
@@ -95,7 +96,8 @@ func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config)
 	if err != nil {
 		return err
 	}
-	sched, err := scheduler.New(scheduler.Config{Client: schedCS, Informers: schedFactory, Recorder: schedRecorder, Log: log})
+	sched, err := scheduler.New(scheduler.Config{Client: schedCS, Informers: schedFactory, Recorder: schedRecorder,
+		Metrics: schedMetrics, Log: log})
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}

@@ -29,6 +29,8 @@ import (
 	"github.com/nodelet/nodelet/controlplane/nodemetrics"
 	"github.com/nodelet/nodelet/controlplane/pki"
 	"github.com/nodelet/nodelet/controlplane/registry"
+	"github.com/nodelet/nodelet/controlplane/scheduler"
+	"github.com/nodelet/nodelet/controlplane/storage"
 	"github.com/nodelet/nodelet/controlplane/storage/bolt"
 	"github.com/nodelet/nodelet/sdnotify"
 )
@@ -118,11 +120,32 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
-	store, err := bolt.Open(bolt.Config{Path: filepath.Join(c.cfg.DataDir, "state.db"), Log: c.cfg.Log})
+	reg, err := newRegistry()
+	if err != nil {
+		return err
+	}
+	db, err := bolt.Open(bolt.Config{Path: filepath.Join(c.cfg.DataDir, "state.db"), Log: c.cfg.Log})
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
-	defer store.Close()
+	defer db.Close()
+	store, err := storage.NewInstrumented(db, reg)
+	if err != nil {
+		return err
+	}
+	// Before the API server writes anything (EnsureDefaults in Serve): the
+	// count is then kept from the writes themselves.
+	if err := store.CountObjects(ctx); err != nil {
+		return err
+	}
+	reqMetrics, err := apiserver.NewRequestMetrics(reg)
+	if err != nil {
+		return err
+	}
+	schedMetrics, err := scheduler.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
 	authn := apiserver.Authenticators{apiserver.CertAuthenticator{}}
 	if c.cfg.TokenAuthFile != "" {
 		tokens, err := apiserver.LoadTokenFile(c.cfg.TokenAuthFile)
@@ -153,6 +176,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		Version:          Version,
 		Nodes:            nodes,
 		Metrics:          metrics,
+		RequestMetrics:   reqMetrics,
 		Log:              c.cfg.Log,
 	})
 	if err != nil {
@@ -169,7 +193,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	// Service) before it accepts requests; components retry until then.
 	g.Go(func() error { return srv.Serve(ctx, ln) })
 	g.Go(func() error {
-		err := c.runComponents(ctx, bundle)
+		err := c.runComponents(ctx, bundle, schedMetrics)
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -53,6 +53,9 @@ type Config struct {
 	// Metrics provides metrics.k8s.io NodeMetrics and PodMetrics (see
 	// metrics.go); nil: the group is not served.
 	Metrics MetricsSource
+	// RequestMetrics, when set, counts and times requests and serves
+	// GET /metrics (see metrics_prom.go); nil: neither.
+	RequestMetrics *RequestMetrics
 }
 
 // Server is the API server.
@@ -170,7 +173,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // Handler returns the HTTP handler: panic recovery, authentication,
 // authorization, then routing.
 func (s *Server) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
@@ -182,6 +185,11 @@ func (s *Server) Handler() http.Handler {
 		}()
 		s.serve(w, r)
 	})
+	if s.cfg.RequestMetrics == nil {
+		return h
+	}
+	// Outermost, so the 500 written after a panic is counted too.
+	return s.cfg.RequestMetrics.wrap(h)
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -206,6 +214,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	info, isResource := parseResourcePath(r.Method, path, r.URL.Query(), s.lookup)
 	attrs := Attributes{User: user, Path: path, Verb: strings.ToLower(r.Method)}
 	if isResource {
+		noteRequest(w, r, info)
 		attrs = Attributes{User: user, ResourceRequest: true, Verb: info.Verb, APIGroup: info.GV.Group,
 			APIVersion: info.GV.Version, Resource: info.ResourceArg, Subresource: info.Subresource,
 			Namespace: info.Namespace, Name: info.Name, Path: path}
@@ -266,6 +275,8 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request) {
 		s.serveGroup(w, r, strings.TrimPrefix(p, "/apis/"))
 	case p == "/api/v1" || (strings.HasPrefix(p, "/apis/") && strings.Count(p, "/") == 3):
 		s.serveResourceList(w, r, p)
+	case p == "/metrics" && s.cfg.RequestMetrics != nil:
+		s.cfg.RequestMetrics.handler.ServeHTTP(w, r)
 	case p == "/openapi/v3" || strings.HasPrefix(p, "/openapi/v3/"):
 		s.serveOpenAPIV3(w, r, p)
 	default:

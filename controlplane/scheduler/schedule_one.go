@@ -53,18 +53,21 @@ func (s *Scheduler) scheduleOne(ctx context.Context) bool {
 		s.queue.Done(qp)
 		return true
 	}
+	start := time.Now()
 	s.cache.UpdateSnapshot(&s.snapshot)
 	node, fitErr := s.schedulePod(pi, &s.snapshot)
 	if fitErr != nil {
+		s.metrics.attempt(resultUnschedulable, start)
 		s.handleUnschedulable(ctx, qp, fitErr)
 		return true
 	}
 	if err := s.cache.AssumePod(pi, node); err != nil {
+		s.metrics.attempt(resultError, start)
 		s.log.Error("assume pod", "pod", pi.Key, "err", err)
 		s.queue.Requeue(qp, false)
 		return true
 	}
-	s.bindAsync(ctx, qp, node)
+	s.bindAsync(ctx, qp, node, start)
 	return true
 }
 
@@ -193,7 +196,8 @@ func (s *Scheduler) selectHost(totals []int64) int {
 // bindAsync binds the assumed pod in a goroutine. On failure the assumed
 // pod is forgotten and requeued with backoff; the pod stays in flight in
 // the queue until then, so updates meanwhile are not lost.
-func (s *Scheduler) bindAsync(ctx context.Context, qp *queue.QueuedPod, node string) {
+// start is when the scheduling cycle began: the attempt ends with binding.
+func (s *Scheduler) bindAsync(ctx context.Context, qp *queue.QueuedPod, node string, start time.Time) {
 	s.inflight.Add(1)
 	go func() {
 		defer s.inflight.Done()
@@ -214,6 +218,7 @@ func (s *Scheduler) bindAsync(ctx context.Context, qp *queue.QueuedPod, node str
 			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				return
 			}
+			s.metrics.attempt(resultError, start)
 			s.log.Info("binding rejected", "pod", qp.Info.Key, "node", node, "err", err)
 			if !apierrors.IsNotFound(err) {
 				s.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedScheduling", "Binding rejected: %v", err)
@@ -221,6 +226,7 @@ func (s *Scheduler) bindAsync(ctx context.Context, qp *queue.QueuedPod, node str
 			s.queue.Requeue(qp, false)
 			return
 		}
+		s.metrics.attempt(resultScheduled, start)
 		s.recorder.Eventf(pod, corev1.EventTypeNormal, "Scheduled", "Successfully assigned %s to %s", qp.Info.Key, node)
 		s.queue.Done(qp)
 	}()

@@ -59,6 +59,8 @@ type Config struct {
 	MaxConcurrentBinds int
 	// Queue tunes backoff and the unschedulable timeout.
 	Queue queue.Options
+	// Metrics, when set, records scheduling attempts (see metrics.go).
+	Metrics *Metrics
 }
 
 // Scheduler schedules pods. Create with New, then Run.
@@ -69,6 +71,7 @@ type Scheduler struct {
 	recorder record.EventRecorder
 	weights  plugins.Weights
 	rand     *rand.Rand
+	metrics  profileMetrics
 
 	cache *schedcache.Cache
 	queue *queue.Queue
@@ -112,6 +115,7 @@ func New(cfg Config) (*Scheduler, error) {
 		cache: schedcache.New(), queue: queue.New(cfg.Queue),
 		bindSem: make(chan struct{}, cfg.MaxConcurrentBinds),
 	}
+	s.metrics = cfg.Metrics.forProfile(cfg.SchedulerName, s.queue.Lens)
 	pods := cfg.Informers.Core().V1().Pods().Informer()
 	nodes := cfg.Informers.Core().V1().Nodes().Informer()
 	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
