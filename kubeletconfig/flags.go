@@ -25,6 +25,7 @@ var mapped = map[string]bool{
 	"tlsPrivateKeyFile": true, "healthzPort": true, "healthzBindAddress": true,
 	"containerRuntimeEndpoint": true, "registerWithTaints": true, "resolvConf": true,
 	"kubeAPIQPS": true, "kubeAPIBurst": true, "authentication": true,
+	"imageGCHighThresholdPercent": true, "imageGCLowThresholdPercent": true, "imageMinimumGCAge": true,
 }
 
 func isMapped(field string) bool { return mapped[field] }
@@ -73,6 +74,13 @@ func (f *File) Settings() []Setting {
 		add("kubeAPIQPS", "kube-api-qps", itoa(*c.KubeAPIQPS), true)
 	}
 	add("kubeAPIBurst", "kube-api-burst", itoa(c.KubeAPIBurst), c.KubeAPIBurst != 0)
+	if c.ImageGCHighThresholdPercent != nil {
+		add("imageGCHighThresholdPercent", "image-gc-high-threshold", itoa(*c.ImageGCHighThresholdPercent), true)
+	}
+	if c.ImageGCLowThresholdPercent != nil {
+		add("imageGCLowThresholdPercent", "image-gc-low-threshold", itoa(*c.ImageGCLowThresholdPercent), true)
+	}
+	add("imageMinimumGCAge", "minimum-image-ttl-duration", c.ImageMinimumGCAge.Duration.String(), c.ImageMinimumGCAge.Duration != 0)
 	return out
 }
 

@@ -37,6 +37,9 @@ registerWithTaints:
 resolvConf: /run/systemd/resolve/resolv.conf
 kubeAPIQPS: 20
 kubeAPIBurst: 40
+imageGCHighThresholdPercent: 90
+imageGCLowThresholdPercent: 70
+imageMinimumGCAge: 5m
 `
 
 func TestSettingsMapEveryField(t *testing.T) {
@@ -67,6 +70,9 @@ func TestSettingsMapEveryField(t *testing.T) {
 		{"resolvConf", "resolv-conf", "/run/systemd/resolve/resolv.conf"},
 		{"kubeAPIQPS", "kube-api-qps", "20"},
 		{"kubeAPIBurst", "kube-api-burst", "40"},
+		{"imageGCHighThresholdPercent", "image-gc-high-threshold", "90"},
+		{"imageGCLowThresholdPercent", "image-gc-low-threshold", "70"},
+		{"imageMinimumGCAge", "minimum-image-ttl-duration", "5m0s"},
 	}
 	if got := f.Settings(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Settings() =\n%v\nwant\n%v", got, want)
@@ -97,7 +103,6 @@ func TestUnsetFieldsGiveNoSetting(t *testing.T) {
 
 func TestUnsupportedFieldsAreIgnored(t *testing.T) {
 	f, err := Decode([]byte(header + `evictionHard: {memory.available: 100Mi}
-imageGCHighThresholdPercent: 80
 containerLogMaxSize: 10Mi
 staticPodPath: null
 authentication:
@@ -107,7 +112,7 @@ authentication:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"authentication.webhook", "containerLogMaxSize", "evictionHard", "imageGCHighThresholdPercent"}
+	want := []string{"authentication.webhook", "containerLogMaxSize", "evictionHard"}
 	if !reflect.DeepEqual(f.Ignored, want) {
 		t.Errorf("Ignored = %v, want %v", f.Ignored, want)
 	}

@@ -103,6 +103,15 @@ type Config struct {
 	MaximumDeadContainersPerContainer int
 	MaximumDeadContainers             int
 	MinimumContainerTTLDuration       time.Duration
+	// The image garbage collection (every 5 minutes, as upstream's
+	// kubelet): when the image filesystem is ImageGCHighThresholdPercent
+	// full (default 85; 100 never starts it), unused images go, least
+	// recently used first, down to ImageGCLowThresholdPercent (default 80;
+	// must be below the high one) — never one first seen less than
+	// ImageMinimumGCAge ago (default 2m) nor the sandbox image.
+	ImageGCHighThresholdPercent int
+	ImageGCLowThresholdPercent  int
+	ImageMinimumGCAge           time.Duration
 
 	// Address and Port are where the nodelet's HTTPS API listens (default
 	// 0.0.0.0:10250; Port < 0 disables it). TLSCertFile and TLSKeyFile are
@@ -218,6 +227,27 @@ func setAgentDefaults(cfg *Config) error {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	return setImageGCDefaults(cfg)
+}
+
+// setImageGCDefaults fills in upstream's image GC defaults and checks the
+// thresholds.
+func setImageGCDefaults(cfg *Config) error {
+	def := runtime.DefaultImageGCPolicy
+	if cfg.ImageGCHighThresholdPercent == 0 {
+		cfg.ImageGCHighThresholdPercent = def.HighThresholdPercent
+	}
+	if cfg.ImageGCLowThresholdPercent == 0 {
+		cfg.ImageGCLowThresholdPercent = def.LowThresholdPercent
+	}
+	if cfg.ImageMinimumGCAge == 0 {
+		cfg.ImageMinimumGCAge = def.MinAge
+	}
+	p := runtime.ImageGCPolicy{HighThresholdPercent: cfg.ImageGCHighThresholdPercent,
+		LowThresholdPercent: cfg.ImageGCLowThresholdPercent, MinAge: cfg.ImageMinimumGCAge}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("nodelet: %w", err)
 	}
 	return nil
 }

@@ -175,7 +175,8 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		APIServer: apiServerURL(a.cfg.RestConfig), RootDir: a.cfg.RootDir, PodCIDR: a.cfg.PodCIDR, SystemReserved: a.cfg.SystemReserved, KubeReserved: a.cfg.KubeReserved,
 		MaxPods: a.cfg.MaxPods, Labels: a.cfg.NodeLabels, Taints: a.cfg.RegisterWithTaints,
 		ContainerRuntimeVersion: runtimeVersion(ctx, c.rt), Event: nodeEvent, DaemonPort: int32(max(a.cfg.Port, 0)),
-		Readiness: func() error { return readiness(w.pleg, c.net) }, Log: a.log.With("component", "nodestatus")})
+		Readiness: func() error { return readiness(w.pleg, c.net) }, Images: nodeImages(ctx, c.rt.ListImages),
+		Log: a.log.With("component", "nodestatus")})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
 	}
@@ -470,11 +471,13 @@ func (a *Agent) plegEvents(ctx context.Context, w *wired) {
 
 // housekeeping periodically syncs every pod of the API and removes pods
 // the runtime, cgroups or volumes hold that the API no longer has; every
-// containerGCTicks ticks it removes dead containers (containergc.go).
+// containerGCTicks ticks it removes dead containers (containergc.go),
+// every imageGCTicks unused images (imagegc.go).
 func (a *Agent) housekeeping(ctx context.Context, w *wired) {
 	t := time.NewTicker(housekeepingInterval)
 	defer t.Stop()
 	gc := a.containerGC(w)
+	igc := a.imageGC(ctx, w)
 	for tick := 1; ; tick++ {
 		for _, obj := range w.pods.GetStore().List() {
 			if p, ok := obj.(*corev1.Pod); ok {
@@ -492,6 +495,11 @@ func (a *Agent) housekeeping(ctx context.Context, w *wired) {
 		if tick%containerGCTicks == 0 {
 			if err := gc.collect(ctx); err != nil && ctx.Err() == nil {
 				a.log.Warn("container garbage collection", "err", err)
+			}
+		}
+		if tick%imageGCTicks == 1 { // at start too: the first detection
+			if err := igc.collect(ctx); err != nil && ctx.Err() == nil {
+				a.log.Warn("image garbage collection", "err", err)
 			}
 		}
 		select {

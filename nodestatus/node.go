@@ -57,6 +57,10 @@ type Observed struct {
 	Now               metav1.Time
 	// DaemonPort is where the nodelet's HTTPS API listens (0: not served).
 	DaemonPort int32
+	// Images is status.images when ImagesKnown (else the node keeps its
+	// list).
+	Images      []corev1.ContainerImage
+	ImagesKnown bool
 }
 
 // InitialNode is the Node the nodelet creates when it registers.
@@ -112,7 +116,7 @@ func ReconcileExisting(existing, initial *corev1.Node) bool {
 }
 
 // SetStatus writes o into node.Status: capacity, allocatable, addresses,
-// nodeInfo and the conditions (MemoryPressure, DiskPressure, PIDPressure,
+// images (when known), nodeInfo and the conditions (MemoryPressure, DiskPressure, PIDPressure,
 // Ready) with heartbeat o.Now and transition times kept unless the
 // condition's status changed. Conditions of other owners are kept.
 func SetStatus(node *corev1.Node, o Observed, nodeName string) {
@@ -121,6 +125,9 @@ func SetStatus(node *corev1.Node, o Observed, nodeName string) {
 	s.Allocatable = o.Allocatable
 	s.Addresses = addresses(o.Host, nodeName)
 	s.DaemonEndpoints.KubeletEndpoint.Port = o.DaemonPort
+	if o.ImagesKnown {
+		s.Images = o.Images
+	}
 	s.NodeInfo = corev1.NodeSystemInfo{
 		MachineID: o.Host.MachineID, SystemUUID: o.Host.SystemUUID, BootID: o.Host.BootID,
 		KernelVersion: o.Host.KernelVersion, OSImage: o.Host.OSImage,

@@ -69,8 +69,11 @@ type Config struct {
 	Readiness func() error
 	// Pressure reports memory, disk and PID pressure. Nil: none.
 	Pressure func() (mem, disk, pid bool)
-	Clock    clock.WithTicker // default: the real clock
-	Log      *slog.Logger
+	// Images lists the node's images for status.images (read once per
+	// status update). Nil: none; an error keeps the last list.
+	Images func() ([]corev1.ContainerImage, error)
+	Clock  clock.WithTicker // default: the real clock
+	Log    *slog.Logger
 
 	LeaseDuration         time.Duration // default 40s
 	RenewInterval         time.Duration // default 10s
@@ -212,6 +215,14 @@ func (s *Syncer) observe() Observed {
 	}
 	if s.cfg.Pressure != nil {
 		o.Memory, o.Disk, o.PID = s.cfg.Pressure()
+	}
+	if s.cfg.Images != nil {
+		imgs, err := s.cfg.Images()
+		if err != nil {
+			s.log.Warn("list images for the node status", "err", err)
+		} else {
+			o.Images, o.ImagesKnown = ImageList(imgs), true
+		}
 	}
 	return o
 }

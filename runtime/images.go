@@ -8,9 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
 	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
@@ -218,4 +221,116 @@ func (c *Containerd) describeImage(ctx context.Context, img containerd.Image) (I
 		}
 	}
 	return out, nil
+}
+
+// StoredImage is one image of containerd's store, with all its names.
+type StoredImage struct {
+	ID string // the config digest
+	// RepoTags are its names by tag, RepoDigests by manifest digest.
+	RepoTags, RepoDigests []string
+	// Records are the names of containerd's image records for it (what
+	// containers reference and RemoveImage deletes).
+	Records []string
+	Size    int64
+}
+
+// Names are the image's tags then its digests (the Node status' names).
+func (s StoredImage) Names() []string {
+	return append(slices.Clone(s.RepoTags), s.RepoDigests...)
+}
+
+// ListImages lists the images of the runtime's namespace, one per config
+// digest (several names may share one), sorted by ID.
+func (c *Containerd) ListImages(ctx context.Context) ([]StoredImage, error) {
+	ctx = c.nsCtx(ctx)
+	imgs, err := c.client.ImageService().List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list images: %w", err)
+	}
+	byID := map[string]*StoredImage{}
+	for _, i := range imgs {
+		img := containerd.NewImage(c.client, i)
+		cfg, err := img.Config(ctx)
+		if errdefs.IsNotFound(err) {
+			continue // content not there (yet or any more)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read config descriptor of image %s: %w", i.Name, err)
+		}
+		s := byID[cfg.Digest.String()]
+		if s == nil {
+			size, err := img.Size(ctx)
+			if err != nil && !errdefs.IsNotFound(err) {
+				return nil, fmt.Errorf("size of image %s: %w", i.Name, err)
+			}
+			s = &StoredImage{ID: cfg.Digest.String(), Size: size}
+			byID[s.ID] = s
+		}
+		s.Records = append(s.Records, i.Name)
+		addImageNames(s, i.Name, i.Target.Digest.String())
+	}
+	out := make([]StoredImage, 0, len(byID))
+	for _, s := range byID {
+		slices.Sort(s.RepoTags)
+		slices.Sort(s.RepoDigests)
+		slices.Sort(s.Records)
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, b StoredImage) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// addImageNames adds name (a tag or a digest reference) and its repo's
+// reference by manifest digest to s.
+func addImageNames(s *StoredImage, name, manifest string) {
+	named, err := reference.ParseNormalizedNamed(name)
+	if err != nil {
+		s.RepoTags = appendNew(s.RepoTags, name)
+		return
+	}
+	if _, isDigest := named.(reference.Digested); !isDigest {
+		s.RepoTags = appendNew(s.RepoTags, name)
+	}
+	s.RepoDigests = appendNew(s.RepoDigests, named.Name()+"@"+manifest)
+}
+
+func appendNew(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
+}
+
+// ImagesInUse are the names of the images that containerd containers of
+// the namespace (running or not) reference.
+func (c *Containerd) ImagesInUse(ctx context.Context) (map[string]bool, error) {
+	ctrs, err := c.client.ContainerService().List(c.nsCtx(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	used := map[string]bool{}
+	for _, ctr := range ctrs {
+		if ctr.Image != "" {
+			used[ctr.Image] = true
+		}
+	}
+	return used, nil
+}
+
+// RemoveImage deletes the image's names from containerd; the last delete
+// waits for containerd's garbage collection to remove its content. A name
+// already gone is success.
+func (c *Containerd) RemoveImage(ctx context.Context, img StoredImage) error {
+	ctx = c.nsCtx(ctx)
+	names := img.Records
+	for i, name := range names {
+		var opts []images.DeleteOpt
+		if i == len(names)-1 {
+			opts = append(opts, images.SynchronousDelete())
+		}
+		if err := c.client.ImageService().Delete(ctx, name, opts...); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("delete image %s (%s): %w", name, img.ID, err)
+		}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/nodelet/nodelet/network"
 	"github.com/nodelet/nodelet/nodeapi"
@@ -93,6 +94,9 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&cfg.MaximumDeadContainersPerContainer, "maximum-dead-containers-per-container", 1, "dead instances kept per container (the latest one of a live pod always stays)")
 	fs.IntVar(&cfg.MaximumDeadContainers, "maximum-dead-containers", -1, "dead containers kept on the node (-1: no limit)")
 	fs.DurationVar(&cfg.MinimumContainerTTLDuration, "minimum-container-ttl-duration", 0, "minimum age of a dead container before it is collected")
+	fs.IntVar(&cfg.ImageGCHighThresholdPercent, "image-gc-high-threshold", 85, "image filesystem usage (percent) that starts image GC; 100 disables it")
+	fs.IntVar(&cfg.ImageGCLowThresholdPercent, "image-gc-low-threshold", 80, "image filesystem usage (percent) image GC frees down to")
+	fs.DurationVar(&cfg.ImageMinimumGCAge, "minimum-image-ttl-duration", 2*time.Minute, "minimum age of an unused image before image GC may remove it")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	for alias, name := range aliases {
 		fs.Var(fs.Lookup(name).Value, alias, "same as --"+name+" (kubelet's name)")
