@@ -175,7 +175,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		APIServer: apiServerURL(a.cfg.RestConfig), RootDir: a.cfg.RootDir, PodCIDR: a.cfg.PodCIDR, SystemReserved: a.cfg.SystemReserved, KubeReserved: a.cfg.KubeReserved,
 		MaxPods: a.cfg.MaxPods, Labels: a.cfg.NodeLabels, Taints: a.cfg.RegisterWithTaints,
 		ContainerRuntimeVersion: runtimeVersion(ctx, c.rt), Event: nodeEvent, DaemonPort: int32(max(a.cfg.Port, 0)),
-		Readiness: func() error { return readiness(w.pleg, c.net) }, Images: nodeImages(ctx, c.rt.ListImages),
+		Readiness: func() error { return readiness(w.pleg, c.net) }, Images: nodeImages(ctx, c.rt.ListImages, time.Now),
 		Log: a.log.With("component", "nodestatus")})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -141,13 +142,29 @@ func (a *Agent) imageGC(ctx context.Context, w *wired) *imageGC {
 	}
 }
 
-// nodeImagesTimeout bounds the image listing of one node status update.
-const nodeImagesTimeout = 5 * time.Second
+// nodeImagesTimeout bounds the image listing of one node status update;
+// nodeImagesMaxAge is how long a listing serves status updates. A listing
+// reads every image's manifest and config from containerd to size it: too
+// much for each 10 s status update, so, as upstream's image cache, it is
+// redone at most every 30 s.
+const (
+	nodeImagesTimeout = 5 * time.Second
+	nodeImagesMaxAge  = 30 * time.Second
+)
 
 // nodeImages lists the images for status.images: names are the repo tags
-// then the repo digests (nodestatus.ImageList sorts and cuts).
-func nodeImages(ctx context.Context, list func(context.Context) ([]runtime.StoredImage, error)) func() ([]corev1.ContainerImage, error) {
+// then the repo digests (nodestatus.ImageList sorts and cuts). A failed
+// listing is not cached.
+func nodeImages(ctx context.Context, list func(context.Context) ([]runtime.StoredImage, error), now func() time.Time) func() ([]corev1.ContainerImage, error) {
+	var mu sync.Mutex
+	var last []corev1.ContainerImage
+	var at time.Time
 	return func() ([]corev1.ContainerImage, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if last != nil && now().Sub(at) < nodeImagesMaxAge {
+			return last, nil
+		}
 		ctx, cancel := context.WithTimeout(ctx, nodeImagesTimeout)
 		defer cancel()
 		imgs, err := list(ctx)
@@ -158,6 +175,7 @@ func nodeImages(ctx context.Context, list func(context.Context) ([]runtime.Store
 		for _, img := range imgs {
 			out = append(out, corev1.ContainerImage{Names: img.Names(), SizeBytes: img.Size})
 		}
+		last, at = out, now()
 		return out, nil
 	}
 }

@@ -2,6 +2,7 @@ package nodelet
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -122,7 +123,7 @@ func TestImageGCContainerd(t *testing.T) {
 	if _, err := rt.Client().GetImage(nsCtx, images.NginxRef); err == nil {
 		t.Errorf("%s still in containerd", images.NginxRef)
 	}
-	status, err := nodeImages(ctx, rt.ListImages)()
+	status, err := nodeImages(ctx, rt.ListImages, time.Now)()
 	if err != nil || len(status) != 2 || len(status[0].Names) < 2 || status[0].SizeBytes <= 0 {
 		t.Errorf("node status images %+v (%v), want busybox and pause with tags and digests", status, err)
 	}
@@ -172,5 +173,37 @@ func importTestImages(t *testing.T, rt *runtime.Containerd, dir string) {
 		if _, err := runtime.ImportArchive(rt.Namespace(context.Background()), rt.Client(), tar, ""); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestNodeImagesCached: status updates come every 10 s, the listing at
+// most every nodeImagesMaxAge; a failed listing is retried at once.
+func TestNodeImagesCached(t *testing.T) {
+	now := time.Unix(1000, 0)
+	calls, fail := 0, false
+	list := func(context.Context) ([]runtime.StoredImage, error) {
+		calls++
+		if fail {
+			return nil, errors.New("containerd down")
+		}
+		return []runtime.StoredImage{{ID: "sha256:a", Size: 10, RepoTags: []string{"a:1"}}}, nil
+	}
+	images := nodeImages(context.Background(), list, func() time.Time { return now })
+	for range 3 {
+		if got, err := images(); err != nil || len(got) != 1 || got[0].SizeBytes != 10 {
+			t.Fatalf("images() = %v, %v", got, err)
+		}
+		now = now.Add(10 * time.Second)
+	}
+	if calls != 1 {
+		t.Errorf("%d listings within %v, want 1", calls, nodeImagesMaxAge)
+	}
+	fail = true
+	if _, err := images(); err == nil || calls != 2 {
+		t.Errorf("listing after %v: err %v, %d calls, want a new failing listing", nodeImagesMaxAge, err, calls)
+	}
+	fail = false
+	if _, err := images(); err != nil || calls != 3 {
+		t.Errorf("after a failure: err %v, %d calls, want a new listing", err, calls)
 	}
 }
