@@ -53,18 +53,28 @@ func servingCert(cfg *Config, st *State, n *Node) error {
 	return nil
 }
 
+// loadNode reads the lab's state and finds node in it, for the commands
+// that act on one node; it completes cfg.
+func loadNode(cfg *Config, node string) (*State, *Node, error) {
+	if err := cfg.complete(false); err != nil {
+		return nil, nil, err
+	}
+	st, err := Load(cfg.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := st.node(node)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, n, nil
+}
+
 // KillNode SIGKILLs the node's nodelet and containerd, as a crashed
 // machine would lose them. Its containers and their shims keep running:
 // StartNode brings the node back to them.
 func KillNode(cfg Config, node string) error {
-	if err := cfg.complete(false); err != nil {
-		return err
-	}
-	st, err := Load(cfg.Dir)
-	if err != nil {
-		return err
-	}
-	n, err := st.node(node)
+	st, n, err := loadNode(&cfg, node)
 	if err != nil {
 		return err
 	}
@@ -84,14 +94,7 @@ func KillNode(cfg Config, node string) error {
 // command lines, when they are not running; it waits for containerd to
 // answer, not for the node to be Ready.
 func StartNode(ctx context.Context, cfg Config, node string) error {
-	if err := cfg.complete(false); err != nil {
-		return err
-	}
-	st, err := Load(cfg.Dir)
-	if err != nil {
-		return err
-	}
-	n, err := st.node(node)
+	st, n, err := loadNode(&cfg, node)
 	if err != nil {
 		return err
 	}
