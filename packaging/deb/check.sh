@@ -64,7 +64,7 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== 1. scripts and Vagrantfile"
-bash_scripts=(packaging/install.sh packaging/smoke.sh packaging/provision/controlplane.sh packaging/provision/node.sh
+bash_scripts=(packaging/install.sh packaging/smoke.sh packaging/provision/controlplane.sh packaging/provision/node.sh packaging/provision/common.sh
 	packaging/deb/build.sh packaging/deb/check.sh packaging/vagrant/node-exec.sh)
 sh_scripts=(packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm packaging/deb/version.sh)
 for f in "${bash_scripts[@]}"; do

@@ -15,10 +15,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
-die() {
-	echo "provision: $*" >&2
-	exit 2
-}
+# shellcheck source=common.sh
+. "$here/common.sh"
 
 ip="" share="" nodes="" args=()
 while [ $# -gt 0 ]; do
@@ -43,25 +41,13 @@ done
 [ -n "$ip" ] && [ -n "$share" ] || die "--ip and --share are required (see --help)"
 [ -d "$share" ] || die "--share $share: no such directory"
 
-debs=("$share"/nodelet_*.deb)
-[ ${#debs[@]} -eq 1 ] && [ -f "${debs[0]}" ] ||
-	die "$share must hold exactly one nodelet_*.deb (found: ${debs[*]}); run 'make deb' and copy _output/deb/*.deb there"
+deb=$(share_deb "$share" "; run 'make deb' and copy _output/deb/*.deb there")
 
-# install.sh: beside the provisioning scripts, in the share, or in the package.
 install_sh=""
-for f in "$here/../install.sh" "$share/install.sh"; do
-	if [ -f "$f" ]; then install_sh=$f && break; fi
-done
-if [ -z "$install_sh" ]; then
-	tmp=$(mktemp -d)
-	trap 'rm -rf "$tmp"' EXIT
-	install_sh=$tmp/install.sh
-	dpkg-deb --fsys-tarfile "${debs[0]}" | tar -xO ./usr/lib/nodelet/install.sh >"$install_sh" ||
-		die "no install.sh beside $here, in $share or in ${debs[0]}"
-fi
+find_install_sh "$here" "$share" "$deb"
 
 server="https://$ip:6443"
-bash "$install_sh" controlplane --advertise-address "$ip" --deb "${debs[0]}" "${args[@]}"
+bash "$install_sh" controlplane --advertise-address "$ip" --deb "$deb" "${args[@]}"
 for pair in $nodes; do
 	name=${pair%%=*} nip=${pair#*=}
 	[ -n "$name" ] && [ -n "$nip" ] && [ "$name" != "$pair" ] || die "--nodes: '$pair' is not NAME=IP"

@@ -15,10 +15,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
-die() {
-	echo "provision: $*" >&2
-	exit 2
-}
+# shellcheck source=common.sh
+. "$here/common.sh"
 
 name="" ip="" server="" share=""
 while [ $# -gt 0 ]; do
@@ -45,24 +43,13 @@ done
 [ -d "$share/credentials/$name" ] ||
 	die "no $share/credentials/$name: run controlplane.sh with --nodes \"... $name=$ip\" first"
 
-debs=("$share"/nodelet_*.deb)
-[ ${#debs[@]} -eq 1 ] && [ -f "${debs[0]}" ] ||
-	die "$share must hold exactly one nodelet_*.deb (found: ${debs[*]})"
+deb=$(share_deb "$share" "")
 images=()
 [ -d "$share/images" ] && images=(--image-dir "$share/images")
 
 install_sh=""
-for f in "$here/../install.sh" "$share/install.sh"; do
-	if [ -f "$f" ]; then install_sh=$f && break; fi
-done
-if [ -z "$install_sh" ]; then
-	tmp=$(mktemp -d)
-	trap 'rm -rf "$tmp"' EXIT
-	install_sh=$tmp/install.sh
-	dpkg-deb --fsys-tarfile "${debs[0]}" | tar -xO ./usr/lib/nodelet/install.sh >"$install_sh" ||
-		die "no install.sh beside $here, in $share or in ${debs[0]}"
-fi
+find_install_sh "$here" "$share" "$deb"
 
 bash "$install_sh" node --server "$server" --credentials "$share/credentials/$name" \
-	--node-ip "$ip" --name "$name" --deb "${debs[0]}" "${images[@]}"
+	--node-ip "$ip" --name "$name" --deb "$deb" "${images[@]}"
 echo "provision: node $name ($ip) joined $server"
