@@ -195,8 +195,8 @@ func killStrays(name, dir string) error {
 // stopStrayNodelets stops nodelets the state file does not know (it was
 // lost, or a crash came between a start and its record) before their
 // containers are removed, so none of them starts a container again. The
-// containers' log drivers run the nodelet binary too, without flags; they
-// end with their containers.
+// node's container logger runs the nodelet binary too (container-logger);
+// it ends once its containers are gone, or killStrays kills it.
 func stopStrayNodelets(name, dir string) error {
 	var errs []error
 	for _, p := range labProcesses(name, dir) {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodelet/nodelet/cgroups"
+	"github.com/nodelet/nodelet/containerlogs"
 	"github.com/nodelet/nodelet/network"
 	"github.com/nodelet/nodelet/nodeapi"
 	"github.com/nodelet/nodelet/nodestatus"
@@ -52,10 +53,16 @@ type Config struct {
 	RuncRoot, StateDir string
 	// LogRoot holds the pods' CRI logs (runtime.DefaultLogRoot when empty).
 	LogRoot string
-	// LogDriver is the binary the shim runs to write container logs (the
-	// nodelet executable itself, see runtime.IsLogDriver); empty copies
-	// them in-process.
-	LogDriver string
+	// LoggerCommand starts the node's container logger (the nodelet
+	// binary's container-logger subcommand; see containerlogs) when none
+	// answers on RootDir/logger; it writes every container's log and
+	// outlives the nodelet. Empty: the nodelet copies the output itself.
+	LoggerCommand []string
+	// ContainerLogMaxSize (bytes) and ContainerLogMaxFiles rotate the
+	// containers' logs (--container-log-max-size, --container-log-max-files;
+	// upstream's 10Mi and 5 when 0).
+	ContainerLogMaxSize  int64
+	ContainerLogMaxFiles int
 
 	CNIBinDirs []string
 	CNIConfDir string
@@ -149,6 +156,8 @@ type Agent struct {
 	cfg    Config
 	client kubernetes.Interface
 	log    *slog.Logger
+	// logs is the client of the node's container logger (containerlogs.go).
+	logs *containerlogs.Client
 }
 
 // New checks cfg, fills in defaults and makes the API client.
@@ -228,6 +237,9 @@ func setAgentDefaults(cfg *Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if err := checkLogConfig(cfg); err != nil {
+		return err
+	}
 	return setImageGCDefaults(cfg)
 }
 
@@ -277,7 +289,7 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 	a.log.Info("cgroup driver", "driver", c.driver, "mode", cgroups.DetectMode())
 	c.rt, err = runtime.New(ctx, runtime.Config{Address: a.cfg.ContainerdAddress, Namespace: a.cfg.ContainerdNamespace,
 		RuncRoot: a.cfg.RuncRoot, SystemdCgroup: c.driver == cgroups.DriverSystemd,
-		StateDir: a.cfg.StateDir, LogRoot: a.cfg.LogRoot, LogDriver: a.cfg.LogDriver,
+		StateDir: a.cfg.StateDir, LogRoot: a.cfg.LogRoot, Logs: a.containerLogs(), LogRotation: a.logRotation(),
 		OOMScoreAdjFloor: c.floor, Logger: a.log.With("component", "runtime"),
 		Registry: runtime.RegistryConfig{ConfigDir: a.cfg.RegistryConfigDir, MaxParallelPulls: a.cfg.MaxParallelImagePulls}})
 	if err != nil {

@@ -102,6 +102,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	goRun("nodestatus", w.node.Run)
 	goRun("runtime events", func(ctx context.Context) error { a.forwardEvents(ctx, c.rt, w.hints); return nil })
 	goRun("pleg", w.pleg.Run)
+	if a.logs != nil {
+		goRun("container logger", a.logs.Run)
+	}
 	if hz != nil {
 		h := healthzHandler(loopsHealthy(w.pleg, w.rt))
 		goRun("healthz", func(ctx context.Context) error { return serveHealthz(ctx, hz, h, a.log) })

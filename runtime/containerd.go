@@ -26,6 +26,8 @@ import (
 	"github.com/containerd/errdefs"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/containerlogs"
 )
 
 // Labels the runtime keeps on containers besides the shared ones of
@@ -76,12 +78,15 @@ type Config struct {
 	SystemdCgroup bool
 	LogRoot       string // DefaultLogRoot when empty
 	// StateDir holds the FIFOs of containers whose output the nodelet
-	// copies itself (no LogDriver); containerd's default when empty.
+	// copies itself (interactive ones, or all without Logs); containerd's
+	// default when empty.
 	StateDir string
-	// LogDriver is the binary the shim starts to write a container's CRI
-	// log (see logs.go); it must call RunLogDriver when IsLogDriver. Empty
-	// makes the nodelet copy the output itself (does not survive a restart).
-	LogDriver string
+	// Logs is the node's container logger (see logs.go); nil makes the
+	// nodelet copy the output itself (does not survive a restart).
+	Logs ContainerLogger
+	// LogRotation limits the log files this process writes itself (the
+	// logger has its own); zero never rotates.
+	LogRotation containerlogs.Rotation
 	// OOMScoreAdjFloor: see SandboxSpecConfig.
 	OOMScoreAdjFloor int
 	// Registry configures image pulls (registry.go).
@@ -367,12 +372,13 @@ func (c *Containerd) newTask(ctx context.Context, cont containerd.Container, ctr
 	}
 	var pl *pipeLog
 	if a == nil {
-		if creator, pl, err = c.logCreator(id, logPath); err != nil {
+		if creator, pl, err = c.logCreator(ctx, id, logPath); err != nil {
 			return fmt.Errorf("log: %w", err)
 		}
 	}
 	task, err := cont.NewTask(ctx, creator)
 	if err != nil {
+		c.removeLogger(ctx, id)
 		if pl != nil {
 			pl.Close()
 		}
@@ -476,6 +482,7 @@ func (c *Containerd) removeContainer(ctx context.Context, id string) error {
 		return fmt.Errorf("load task of %s: %w", id, err)
 	}
 	c.closeLog(id)
+	c.removeLogger(ctx, id)
 	if err := cont.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete %s: %w", id, err)
 	}

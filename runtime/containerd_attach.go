@@ -16,12 +16,13 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/containerlogs"
 )
 
 // LabelInteractive marks a container with stdin or a tty: its value lists
@@ -58,15 +59,15 @@ type attachIO struct {
 	doneOnce         sync.Once
 }
 
-func newAttachIO(logPath, flags string) (*attachIO, error) {
-	f, err := openLogFile(logPath)
+func newAttachIO(logPath, flags string, rot containerlogs.Rotation) (*attachIO, error) {
+	f, err := containerlogs.OpenRotating(logPath, rot)
 	if err != nil {
 		return nil, err
 	}
-	l := &criLog{w: f, now: time.Now}
+	l := containerlogs.NewCRI(f, nil)
 	a := &attachIO{
 		tty: strings.Contains(flags, "tty"), stdin: strings.Contains(flags, "stdin"), once: strings.Contains(flags, "once"),
-		log:  &pipeLog{file: f, streams: []*criStream{l.stream("stdout"), l.stream("stderr")}},
+		log:  &pipeLog{file: f, streams: []*containerlogs.Stream{l.Stream("stdout"), l.Stream("stderr")}},
 		done: make(chan struct{}),
 	}
 	a.stdout = &fanout{log: a.log.streams[0], subs: map[*subscriber]bool{}}
@@ -164,7 +165,7 @@ func (c *Containerd) interactiveCreator(ctr *corev1.Container, logPath string) (
 	if flags == "" {
 		return nil, nil, nil
 	}
-	a, err := newAttachIO(logPath, flags)
+	a, err := newAttachIO(logPath, flags, c.cfg.LogRotation)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -215,7 +216,7 @@ func (c *Containerd) reattach(ctx context.Context, cont containerd.Container) er
 	if err != nil {
 		return fmt.Errorf("reattach %s: %w", cont.ID(), err)
 	}
-	a, err := newAttachIO(labels[LabelLogPath], labels[LabelInteractive])
+	a, err := newAttachIO(labels[LabelLogPath], labels[LabelInteractive], c.cfg.LogRotation)
 	if err != nil {
 		return fmt.Errorf("reattach %s: %w", cont.ID(), err)
 	}

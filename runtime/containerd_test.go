@@ -19,20 +19,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodelet/nodelet/containerlogs"
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 	"github.com/nodelet/nodelet/test/images"
 )
-
-// TestMain lets the test binary serve as the containers' log driver, as
-// the nodelet binary does on a node.
-func TestMain(m *testing.M) {
-	if runtime.IsLogDriver(os.Args[1:]) {
-		runtime.RunLogDriver(os.Args[1:])
-		return
-	}
-	os.Exit(m.Run())
-}
 
 // fixture is a private containerd with the pause and busybox images and a
 // network namespace for the pod.
@@ -46,7 +37,10 @@ type fixture struct {
 	busybox runtime.Image
 }
 
-func newFixture(t *testing.T, logDriver bool) *fixture {
+// newFixture starts the fixture; with nodeLogger the containers' output
+// goes through a container logger (containerlogs) run by the test, as on a
+// node, else the runtime copies it itself.
+func newFixture(t *testing.T, nodeLogger bool) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &fixture{addr: runtimetest.StartContainerd(t), logRoot: filepath.Join(t.TempDir(), "pods")}
@@ -64,10 +58,8 @@ func newFixture(t *testing.T, logDriver bool) *fixture {
 		t.Fatal(err)
 	}
 	f.cfg = runtime.Config{Address: f.addr, LogRoot: f.logRoot, StateDir: filepath.Join(dir, "state"), RuncRoot: filepath.Join(dir, "runc")}
-	if logDriver {
-		if f.cfg.LogDriver, err = os.Executable(); err != nil {
-			t.Fatal(err)
-		}
+	if nodeLogger {
+		f.cfg.Logs = startContainerLogger(t, filepath.Join(dir, "logger"))
 	}
 	f.rt = newRuntime(t, f.cfg)
 	for _, tar := range []string{pauseTar, busyboxTar} {
@@ -458,4 +450,25 @@ func TestNginxImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNothingLeft(t, f.rt)
+}
+
+// startContainerLogger runs a container logger on dir for the test's
+// duration and returns a client of it.
+func startContainerLogger(t *testing.T, dir string) *containerlogs.Client {
+	t.Helper()
+	l, err := containerlogs.New(containerlogs.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	// Cleanups run in reverse: the logger stops after the runtime's.
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("container logger: %v", err)
+		}
+	})
+	return containerlogs.NewClient(containerlogs.ClientConfig{Dir: dir, Rotation: containerlogs.Rotation{MaxSize: containerlogs.DefaultMaxSize, MaxFiles: containerlogs.DefaultMaxFiles}})
 }

@@ -4,6 +4,7 @@
 //	nodelet --kubeconfig FILE [--config KUBELET-CONFIG-FILE] [flags]
 //	nodelet --version
 //	nodelet cleanup-network    (uninstall: routes to other nodes, masquerade rule)
+//	nodelet container-logger --dir DIR    (the node's log process; the nodelet starts it)
 package main
 
 import (
@@ -21,26 +22,26 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/buildinfo"
+	"github.com/nodelet/nodelet/containerlogs"
 	"github.com/nodelet/nodelet/network"
 	"github.com/nodelet/nodelet/nodelet"
-	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/sdnotify"
 )
 
 func main() {
-	// The containerd shim starts this binary as the containers' log driver.
-	if runtime.IsLogDriver(os.Args[1:]) {
-		runtime.RunLogDriver(os.Args[1:])
-		return
-	}
 	if os.Getenv("GOGC") == "" {
 		// A node agent lives next to the workloads: trade a little CPU for
 		// a smaller heap (measured: RSS -10 MB idle, see docs/benchmarks.md).
 		debug.SetGCPercent(50)
 	}
 	run := run
-	if len(os.Args) > 1 && os.Args[1] == "cleanup-network" {
-		run, os.Args = cleanupNetwork, os.Args[1:]
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "cleanup-network":
+			run, os.Args = cleanupNetwork, os.Args[1:]
+		case "container-logger":
+			run, os.Args = containerLogger, os.Args[1:]
+		}
 	}
 	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "nodelet:", err)
@@ -79,7 +80,9 @@ func run(args []string) error {
 	// (Type=notify); without NOTIFY_SOCKET it sends nothing.
 	cfg.Notifier = sdnotify.New(sdnotify.Config{Log: log, ReadyStatus: "node " + cfg.NodeName + " running"})
 	if exe, err := os.Executable(); err == nil {
-		cfg.LogDriver = exe // container logs survive nodelet restarts
+		// One process for the node writes the containers' logs and
+		// outlives the nodelet (see containerlogs).
+		cfg.LoggerCommand = []string{exe, "container-logger"}
 	}
 	agent, err := nodelet.New(cfg)
 	if err != nil {
@@ -109,4 +112,27 @@ func cleanupNetwork(args []string) error {
 		return err
 	}
 	return network.Cleanup("")
+}
+
+// containerLogger runs the node's container logger on --dir until it has
+// nothing to log and no nodelet is connected, or until SIGTERM/SIGINT
+// (the containers it logs keep their registrations for the next one).
+func containerLogger(args []string) error {
+	fs := flag.NewFlagSet("nodelet container-logger", flag.ContinueOnError)
+	dir := fs.String("dir", "", "the logger's directory (socket, registrations, FIFOs)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := newLogger(slog.LevelInfo).With("pid", os.Getpid())
+	l, err := containerlogs.New(containerlogs.Config{Dir: *dir, IdleExit: true, Log: log})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := l.Run(ctx); errors.Is(err, containerlogs.ErrRunning) {
+		log.Info("another container logger serves this directory; exiting", "dir", *dir)
+		return nil
+	}
+	return err
 }

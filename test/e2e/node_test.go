@@ -66,8 +66,8 @@ func randomSuffix() string {
 // startRealNode creates the namespace, containerd and the forwarder to the
 // control plane, then starts the nodelet. Cleanup stops the nodelet, then
 // removes the namespace, containerd (and whatever it still runs) and the
-// cgroup tree; leftover mounts fail the test.
-func startRealNode(t testing.TB, cp *controlPlane, name string) *realNode {
+// cgroup tree; leftover mounts fail the test. extraArgs go to the nodelet.
+func startRealNode(t testing.TB, cp *controlPlane, name string, extraArgs ...string) *realNode {
 	t.Helper()
 	suffix := randomSuffix()
 	subnet := nodeSubnet(t)
@@ -103,6 +103,7 @@ func startRealNode(t testing.TB, cp *controlPlane, name string) *realNode {
 		"--pause-binary", filepath.Join(binDir, "pause"), "--image-dir", imageDir,
 		"--system-reserved", "cpu=100m,memory=100Mi",
 		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile}
+	n.args = append(n.args, extraArgs...)
 	n.start()
 	t.Cleanup(n.stop)
 	return n

@@ -1,0 +1,157 @@
+package containerlogs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Upstream kubelet's defaults (containerLogMaxSize, containerLogMaxFiles).
+const (
+	DefaultMaxSize  = 10 * 1024 * 1024
+	DefaultMaxFiles = 5
+)
+
+// rotatedTimeFormat suffixes a rotated file as upstream's kubelet does:
+// 0.log.20161006-001709.
+const rotatedTimeFormat = "20060102-150405"
+
+// Rotation limits one container's log: the current file grows to MaxSize
+// bytes, then is renamed PATH.TIMESTAMP and a new one started; at most
+// MaxFiles files (the current one included) are kept, the oldest rotated
+// ones removed. MaxSize <= 0 never rotates.
+type Rotation struct {
+	MaxSize  int64
+	MaxFiles int
+}
+
+// RotatingFile is a container's log file under a Rotation. kubectl logs
+// reads the current file; a follower sees the rename and reopens the path,
+// so following continues across a rotation.
+type RotatingFile struct {
+	mu   sync.Mutex
+	path string
+	rot  Rotation
+	f    *os.File
+	size int64
+	now  func() time.Time
+}
+
+// OpenRotating creates the file's directory and opens it for appending.
+func OpenRotating(path string, rot Rotation) (*RotatingFile, error) {
+	r := &RotatingFile{path: path, rot: rot, now: time.Now}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create log directory for %s: %w", path, err)
+	}
+	if err := r.open(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *RotatingFile) open() error {
+	f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	if err != nil {
+		return fmt.Errorf("open log file: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("stat log file: %w", err)
+	}
+	r.f, r.size = f, st.Size()
+	return nil
+}
+
+// Write appends p, first rotating when p would take the file past MaxSize
+// (a file holds at least one entry, however long).
+func (r *RotatingFile) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f == nil {
+		return 0, fs.ErrClosed
+	}
+	if r.rot.MaxSize > 0 && r.size > 0 && r.size+int64(len(p)) > r.rot.MaxSize {
+		if err := r.rotate(); err != nil {
+			return 0, fmt.Errorf("rotate %s: %w", r.path, err)
+		}
+	}
+	n, err := r.f.Write(p)
+	r.size += int64(n)
+	return n, err
+}
+
+// rotate renames the current file aside, opens a new one and prunes.
+func (r *RotatingFile) rotate() error {
+	if err := r.f.Close(); err != nil {
+		return err
+	}
+	r.f = nil
+	base := r.path + "." + r.now().UTC().Format(rotatedTimeFormat)
+	dst := base
+	for i := 1; fileExists(dst); i++ { // rotated twice within a second
+		dst = fmt.Sprintf("%s-%03d", base, i)
+	}
+	if err := os.Rename(r.path, dst); err != nil {
+		r.open() // keep writing to the old file rather than lose output
+		return err
+	}
+	if err := r.open(); err != nil {
+		return err
+	}
+	return r.prune()
+}
+
+// prune removes the oldest rotated files beyond MaxFiles-1.
+func (r *RotatingFile) prune() error {
+	rotated, err := Rotated(r.path)
+	if err != nil {
+		return err
+	}
+	keep := max(r.rot.MaxFiles-1, 1)
+	var errs []error
+	for len(rotated) > keep {
+		if err := os.Remove(rotated[0]); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		rotated = rotated[1:]
+	}
+	return errors.Join(errs...)
+}
+
+// Rotated lists the rotated files of the log at path, oldest first (the
+// suffixes sort in time order).
+func Rotated(path string) ([]string, error) {
+	matches, err := filepath.Glob(path + ".*")
+	if err != nil {
+		return nil, fmt.Errorf("rotated files of %s: %w", path, err)
+	}
+	matches = slices.DeleteFunc(matches, func(m string) bool {
+		return strings.HasSuffix(m, ".tmp")
+	})
+	slices.Sort(matches)
+	return matches, nil
+}
+
+// Close closes the current file.
+func (r *RotatingFile) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f == nil {
+		return nil
+	}
+	err := r.f.Close()
+	r.f = nil
+	return err
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}

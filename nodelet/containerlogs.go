@@ -1,0 +1,58 @@
+package nodelet
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/nodelet/nodelet/containerlogs"
+	"github.com/nodelet/nodelet/runtime"
+)
+
+// logRotation is the containers' log limits, upstream's defaults filled in.
+func (a *Agent) logRotation() containerlogs.Rotation {
+	r := containerlogs.Rotation{MaxSize: a.cfg.ContainerLogMaxSize, MaxFiles: a.cfg.ContainerLogMaxFiles}
+	if r.MaxSize == 0 {
+		r.MaxSize = containerlogs.DefaultMaxSize
+	}
+	if r.MaxFiles == 0 {
+		r.MaxFiles = containerlogs.DefaultMaxFiles
+	}
+	return r
+}
+
+// containerLogs is the client of the node's container logger (nil without
+// LoggerCommand: the runtime copies output itself). Made once; Run keeps
+// the logger alive through it.
+func (a *Agent) containerLogs() runtime.ContainerLogger {
+	if len(a.cfg.LoggerCommand) == 0 {
+		return nil
+	}
+	if a.logs == nil {
+		a.logs = containerlogs.NewClient(containerlogs.ClientConfig{
+			Dir:      a.loggerDir(),
+			Command:  append(append([]string(nil), a.cfg.LoggerCommand...), "--dir", a.loggerDir()),
+			Rotation: a.logRotation(),
+			Log:      a.log,
+		})
+	}
+	return a.logs
+}
+
+// loggerDir holds the logger's socket, registrations and FIFOs.
+func (a *Agent) loggerDir() string { return filepath.Join(a.cfg.RootDir, "logger") }
+
+// checkLogConfig refuses log limits upstream's kubelet refuses, and a root
+// directory too long for the logger's unix socket.
+func checkLogConfig(cfg *Config) error {
+	if cfg.ContainerLogMaxSize < 0 {
+		return fmt.Errorf("nodelet: container log max size %d must not be negative", cfg.ContainerLogMaxSize)
+	}
+	if cfg.ContainerLogMaxFiles != 0 && cfg.ContainerLogMaxFiles < 2 {
+		return fmt.Errorf("nodelet: container log max files %d must be at least 2", cfg.ContainerLogMaxFiles)
+	}
+	// sockaddr_un holds 108 bytes with the terminating NUL.
+	if sock := containerlogs.SocketPath(filepath.Join(cfg.RootDir, "logger")); len(cfg.LoggerCommand) > 0 && len(sock) > 107 {
+		return fmt.Errorf("nodelet: root dir %s is too long: the container logger's socket %s exceeds 107 bytes", cfg.RootDir, sock)
+	}
+	return nil
+}

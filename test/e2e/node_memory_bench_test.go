@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkNodeMemory measures what a real node costs in memory beside its
+// pods: the proportional set size (PSS, so shared pages count once) of the
+// nodelet, its containerd, every shim and every logging process, idle and
+// with 100 running pods, and the difference per pod. The pods' own
+// processes (pause, nginx) are not counted. Run with -benchtime 1x.
+func BenchmarkNodeMemory(b *testing.B) {
+	cp := startControlPlane(b, b.TempDir(), freePort(b))
+	node := startRealNode(b, cp, "node-mem")
+	waitUntil(b, 60*time.Second, "node Ready", func() bool {
+		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		return out == "True"
+	})
+	cs := cp.clientset()
+	ready := watchReady(b, cs)
+	time.Sleep(3 * time.Second)
+	idle := nodeMemory(b, node)
+
+	for i := 0; i < b.N; i++ {
+		for j := range 100 {
+			createBenchPod(b, cs, node.name, fmt.Sprintf("mem-%d-%d", i, j))
+		}
+		for j := range 100 {
+			ready.wait(b, fmt.Sprintf("mem-%d-%d", i, j))
+		}
+		time.Sleep(10 * time.Second) // steady state
+		full := nodeMemory(b, node)
+		for _, k := range []string{"nodelet", "containerd", "shims", "logging"} {
+			b.ReportMetric(full[k], k+"-MB")
+		}
+		b.ReportMetric(full["count-logging"], "logging-procs")
+		b.ReportMetric(full["total"], "total100-MB")
+		b.ReportMetric(idle["total"], "idle-MB")
+		b.ReportMetric((full["total"]-idle["total"])/100*1024, "per-pod-KB")
+		deleteBenchPods(b, cs, node)
+	}
+}
+
+// nodeMemory sums the PSS (MB) of the node's own processes by kind:
+// nodelet (the nodelet process), containerd, shims (containerd-shim
+// processes serving this containerd), logging (any process the node runs
+// for container logs: the per-container log driver or the node's logger).
+func nodeMemory(b testing.TB, node *realNode) map[string]float64 {
+	b.Helper()
+	out := map[string]float64{}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	nodelet := node.cmd.Process.Pid
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(bytes.TrimRight(cmdline, "\x00")), "\x00")
+		kind := ""
+		switch {
+		case pid == nodelet:
+			kind = "nodelet"
+		case len(args) > 1 && (args[1] == "nodelet-cri-log" || args[1] == "container-logger") && strings.Contains(string(cmdline), node.dir):
+			kind = "logging"
+		case len(args) > 1 && args[1] == "nodelet-cri-log":
+			kind = "logging" // the shim gives the log driver only the log path
+		case strings.Contains(args[0], "containerd-shim") && strings.Contains(string(cmdline), node.ctdAddr):
+			kind = "shims"
+		case strings.HasSuffix(args[0], "containerd") && strings.Contains(string(cmdline), node.ctdAddr):
+			kind = "containerd"
+		}
+		if kind == "" {
+			continue
+		}
+		if kind == "logging" && !strings.Contains(string(cmdline), node.dir) {
+			continue // another node's
+		}
+		pss, err := pssMB(pid)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		out[kind] += pss
+		out["count-"+kind]++
+		out["total"] += pss
+	}
+	if out["count-nodelet"] != 1 || out["count-containerd"] != 1 {
+		b.Fatalf("node processes not found: %v", out)
+	}
+	return out
+}
+
+// pssMB reads a process's Pss from smaps_rollup.
+func pssMB(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
+			kb, err := strconv.ParseFloat(f[1], 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no Pss for pid %d", pid)
+}
