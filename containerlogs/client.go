@@ -38,6 +38,8 @@ type Client struct {
 	enc  *json.Encoder
 	dec  *json.Decoder
 	used bool // a container was added: keep a Logger running
+
+	startHook func() // tests: called when a Logger is started
 }
 
 // NewClient returns a Client; it connects on first use.
@@ -66,10 +68,11 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 	return nil
 }
 
-// Run keeps a Logger running once a container was added: every few
-// seconds it pings it and starts a new one if it died (the new one resumes
-// the containers from their registrations, and what they wrote meanwhile
-// waits in their pipes).
+// Run keeps a Logger running while containers are logged (this client
+// added one, or registrations are on disk, from before a nodelet restart):
+// every few seconds it pings it and starts a new one if it died (the new
+// one resumes the containers from their registrations, and what they wrote
+// meanwhile waits in their pipes).
 func (c *Client) Run(ctx context.Context) error {
 	tick := time.NewTicker(3 * time.Second)
 	defer tick.Stop()
@@ -83,7 +86,7 @@ func (c *Client) Run(ctx context.Context) error {
 		c.mu.Lock()
 		used := c.used
 		c.mu.Unlock()
-		if !used {
+		if !used && !c.hasRegistrations() {
 			continue
 		}
 		if _, err := c.call(ctx, request{Op: "ping"}); err != nil && ctx.Err() == nil {
@@ -181,6 +184,9 @@ func (c *Client) startLogger() error {
 		return fmt.Errorf("start container logger: %w", err)
 	}
 	c.log.Info("started the container logger", "pid", cmd.Process.Pid, "dir", c.cfg.Dir)
+	if c.startHook != nil {
+		c.startHook()
+	}
 	go cmd.Wait() // reap it if it ends while the nodelet runs
 	return nil
 }
@@ -196,4 +202,10 @@ func (c *Client) closeLocked() {
 		c.conn.Close()
 		c.conn, c.enc, c.dec = nil, nil, nil
 	}
+}
+
+// hasRegistrations tells whether a Logger left containers to resume.
+func (c *Client) hasRegistrations() bool {
+	m, _ := filepath.Glob(filepath.Join(c.cfg.Dir, "streams", "*.json"))
+	return len(m) > 0
 }

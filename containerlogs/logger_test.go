@@ -226,3 +226,33 @@ func TestLoggerIdleExit(t *testing.T) {
 		t.Error("socket left behind")
 	}
 }
+
+// A client that never added a container still restarts a dead Logger that
+// left registrations (the nodelet restarted since it added them).
+func TestClientRestartsLoggerWithRegistrations(t *testing.T) {
+	dir := t.TempDir()
+	stop := startLogger(t, dir, false)
+	c := NewClient(ClientConfig{Dir: dir})
+	stdout, stderr, err := c.Add(context.Background(), "c1", filepath.Join(t.TempDir(), "0.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, closeOut := shimSide(t, stdout)
+	_, closeErr := shimSide(t, stderr)
+	defer closeOut()
+	defer closeErr()
+	c.close()
+	stop()
+
+	started := make(chan bool, 1)
+	fresh := NewClient(ClientConfig{Dir: dir, Command: []string{"/bin/true"}})
+	fresh.startHook = func() { started <- true }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go fresh.Run(ctx)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no Logger started for the registrations left behind")
+	}
+}

@@ -4,7 +4,6 @@
 //	nodelet --kubeconfig FILE [--config KUBELET-CONFIG-FILE] [flags]
 //	nodelet --version
 //	nodelet cleanup-network    (uninstall: routes to other nodes, masquerade rule)
-//	nodelet container-logger --dir DIR    (the node's log process; the nodelet starts it)
 package main
 
 import (
@@ -15,14 +14,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/buildinfo"
-	"github.com/nodelet/nodelet/containerlogs"
 	"github.com/nodelet/nodelet/network"
 	"github.com/nodelet/nodelet/nodelet"
 	"github.com/nodelet/nodelet/sdnotify"
@@ -39,8 +39,6 @@ func main() {
 		switch os.Args[1] {
 		case "cleanup-network":
 			run, os.Args = cleanupNetwork, os.Args[1:]
-		case "container-logger":
-			run, os.Args = containerLogger, os.Args[1:]
 		}
 	}
 	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
@@ -79,11 +77,13 @@ func run(args []string) error {
 	// READY=1 and watchdog pings when systemd runs the nodelet
 	// (Type=notify); without NOTIFY_SOCKET it sends nothing.
 	cfg.Notifier = sdnotify.New(sdnotify.Config{Log: log, ReadyStatus: "node " + cfg.NodeName + " running"})
-	if exe, err := os.Executable(); err == nil {
-		// One process for the node writes the containers' logs and
-		// outlives the nodelet (see containerlogs).
-		cfg.LoggerCommand = []string{exe, "container-logger"}
+	// One process for the node writes the containers' logs and outlives
+	// the nodelet (see containerlogs).
+	logger, err := loggerBinary()
+	if err != nil {
+		return err
 	}
+	cfg.LoggerCommand = []string{logger}
 	agent, err := nodelet.New(cfg)
 	if err != nil {
 		return err
@@ -114,25 +114,18 @@ func cleanupNetwork(args []string) error {
 	return network.Cleanup("")
 }
 
-// containerLogger runs the node's container logger on --dir until it has
-// nothing to log and no nodelet is connected, or until SIGTERM/SIGINT
-// (the containers it logs keep their registrations for the next one).
-func containerLogger(args []string) error {
-	fs := flag.NewFlagSet("nodelet container-logger", flag.ContinueOnError)
-	dir := fs.String("dir", "", "the logger's directory (socket, registrations, FIFOs)")
-	if err := fs.Parse(args); err != nil {
-		return err
+// loggerBinary finds nodelet-logger (cmd/nodelet-logger) next to this
+// executable, else where the package installs it.
+func loggerBinary() (string, error) {
+	var tried []string
+	if exe, err := os.Executable(); err == nil {
+		tried = append(tried, filepath.Join(filepath.Dir(exe), "nodelet-logger"))
 	}
-	log := newLogger(slog.LevelInfo).With("pid", os.Getpid())
-	l, err := containerlogs.New(containerlogs.Config{Dir: *dir, IdleExit: true, Log: log})
-	if err != nil {
-		return err
+	tried = append(tried, "/usr/lib/nodelet/nodelet-logger")
+	for _, p := range tried {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p, nil
+		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := l.Run(ctx); errors.Is(err, containerlogs.ErrRunning) {
-		log.Info("another container logger serves this directory; exiting", "dir", *dir)
-		return nil
-	}
-	return err
+	return "", fmt.Errorf("the container logger is missing: none of %s exists (build cmd/nodelet-logger)", strings.Join(tried, ", "))
 }

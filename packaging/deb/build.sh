@@ -42,6 +42,7 @@ build() { # output package
 echo "deb: building the binaries (version $VERSION)"
 build nodelet ./cmd/nodelet
 build nodelet-controlplane ./cmd/controlplane
+build nodelet-logger ./cmd/nodelet-logger
 build pause ./cmd/pause
 "$GO" run ./packaging/deb/pauseimage -binary "$stage/pause" -o "$stage/pause.tar" >/dev/null
 

@@ -121,7 +121,7 @@ contents=$(dpkg-deb -c "$deb")
 has() { # MODE PATH: PATH is in the package with MODE (e.g. -rwxr-xr-x), owned by root
 	grep -Eq "^$1 root/root .* \./${2#/}( |$)" <<<"$contents"
 }
-for f in /usr/bin/nodelet /usr/bin/nodelet-controlplane /usr/lib/nodelet/pause /usr/lib/nodelet/install.sh; do
+for f in /usr/bin/nodelet /usr/bin/nodelet-controlplane /usr/lib/nodelet/pause /usr/lib/nodelet/nodelet-logger /usr/lib/nodelet/install.sh; do
 	expect "$f, 0755" has -rwxr-xr-x "$f"
 done
 for f in /usr/lib/nodelet/images/pause.tar /lib/systemd/system/nodelet.service /lib/systemd/system/nodelet-controlplane.service \
@@ -136,7 +136,7 @@ echo "== 4. the files"
 root=$work/extract
 dpkg-deb -x "$deb" "$root"
 static() { ! readelf -lW "$1" | grep -q 'program interpreter'; }
-for f in usr/bin/nodelet usr/bin/nodelet-controlplane usr/lib/nodelet/pause; do
+for f in usr/bin/nodelet usr/bin/nodelet-controlplane usr/lib/nodelet/pause usr/lib/nodelet/nodelet-logger; do
 	expect "$f is a static ELF executable" static "$root/$f"
 done
 expect "nodelet --help lists --pause-binary and --image-dir" sh -c "'$root/usr/bin/nodelet' --help 2>&1 | grep -q -- -pause-binary && '$root/usr/bin/nodelet' --help 2>&1 | grep -q -- -image-dir"

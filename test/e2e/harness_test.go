@@ -30,10 +30,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	build := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/controlplane", "../../cmd/nodelet", "../../cmd/nodelet-lab")
+	build := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/controlplane", "../../cmd/nodelet", "../../cmd/nodelet-logger", "../../cmd/nodelet-lab")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build controlplane, nodelet and nodelet-lab:", err)
+		fmt.Fprintln(os.Stderr, "build controlplane, nodelet, nodelet-logger and nodelet-lab:", err)
 		os.Exit(1)
 	}
 	if _, err := images.BuildPause(binDir); err != nil {

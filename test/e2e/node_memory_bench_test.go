@@ -74,10 +74,10 @@ func nodeMemory(b testing.TB, node *realNode) map[string]float64 {
 		switch {
 		case pid == nodelet:
 			kind = "nodelet"
-		case len(args) > 1 && (args[1] == "nodelet-cri-log" || args[1] == "container-logger") && strings.Contains(string(cmdline), node.dir):
-			kind = "logging"
+		case filepath.Base(args[0]) == "nodelet-logger":
+			kind = "logging" // the node's logger
 		case len(args) > 1 && args[1] == "nodelet-cri-log":
-			kind = "logging" // the shim gives the log driver only the log path
+			kind = "logging" // a per-container log driver (before the logger)
 		case strings.Contains(args[0], "containerd-shim") && strings.Contains(string(cmdline), node.ctdAddr):
 			kind = "shims"
 		case strings.HasSuffix(args[0], "containerd") && strings.Contains(string(cmdline), node.ctdAddr):
