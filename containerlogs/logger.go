@@ -209,10 +209,10 @@ func (l *Logger) remove(id string) error {
 		return nil
 	}
 	select {
-	case <-s.done:
+	case <-s.finished:
 	case <-time.After(drainTimeout):
 		s.close(false)
-		<-s.done
+		<-s.finished
 	}
 	return nil
 }
@@ -229,6 +229,7 @@ func (l *Logger) start(s *stream) {
 		if !detached {
 			l.forget(s.reg)
 		}
+		close(s.finished)
 		l.poke()
 	}()
 }
@@ -275,11 +276,13 @@ func (l *Logger) saveRegistration(reg registration) error {
 	return os.Rename(tmp, path)
 }
 
-// forget removes a container's registration and FIFOs.
+// forget removes a container's FIFOs, then its registration (last: a
+// registration without FIFOs is resumed as ended, FIFOs without one would
+// be left behind).
 func (l *Logger) forget(reg registration) {
-	os.Remove(filepath.Join(l.dir("streams"), reg.ID+".json"))
 	os.Remove(reg.Stdout)
 	os.Remove(reg.Stderr)
+	os.Remove(filepath.Join(l.dir("streams"), reg.ID+".json"))
 }
 
 // detachAll closes every stream and keeps its registration.
@@ -292,7 +295,7 @@ func (l *Logger) detachAll() {
 	l.mu.Unlock()
 	for _, s := range streams {
 		s.close(true)
-		<-s.done
+		<-s.finished
 	}
 }
 

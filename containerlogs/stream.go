@@ -31,7 +31,8 @@ type stream struct {
 	detached atomic.Bool      // closed by a stopping Logger: keep the registration
 	closing  atomic.Bool      // closed early: read errors are expected
 	once     sync.Once
-	done     chan struct{}
+	done     chan struct{} // the copy ended
+	finished chan struct{} // and the Logger forgot the stream
 }
 
 // openStream opens a container's FIFOs and log file. A new container's
@@ -40,7 +41,7 @@ type stream struct {
 // once and read until their writers close (EOF at once if the shim is
 // already gone).
 func openStream(reg registration, resume bool) (*stream, error) {
-	s := &stream{reg: reg, done: make(chan struct{})}
+	s := &stream{reg: reg, done: make(chan struct{}), finished: make(chan struct{})}
 	for i, path := range []string{reg.Stdout, reg.Stderr} {
 		var r io.ReadCloser
 		var err error

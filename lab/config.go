@@ -161,7 +161,7 @@ func (c *Config) logf(format string, args ...any) {
 func (c *Config) checkBinaries() error {
 	var missing []error
 	for _, p := range []string{filepath.Join(c.BinDir, "controlplane"), filepath.Join(c.BinDir, "nodelet"),
-		filepath.Join(c.BinDir, "pause"), c.LabBinary} {
+		filepath.Join(c.BinDir, "nodelet-logger"), filepath.Join(c.BinDir, "pause"), c.LabBinary} {
 		if _, err := os.Stat(p); err != nil {
 			missing = append(missing, fmt.Errorf("binary %s: %w (run make build)", p, err))
 		}

@@ -151,7 +151,7 @@ func TestImageGCConfig(t *testing.T) {
 	}
 }
 
-func importTestImages(t *testing.T, rt *runtime.Containerd, dir string) {
+func importTestImages(t testing.TB, rt *runtime.Containerd, dir string) {
 	t.Helper()
 	pauseBin, err := images.BuildPause(dir)
 	if err != nil {

@@ -339,7 +339,14 @@ func TestSyncPodLifecycle(t *testing.T) {
 			}
 		}
 		logs := n.syncer.podLogDir(pod)
-		if b, err := os.ReadFile(filepath.Join(logs, "app", "0.log")); err != nil || !strings.Contains(string(b), "hi") {
+		// The output reaches the file asynchronously: wait for it a little.
+		var b []byte
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if b, err = os.ReadFile(filepath.Join(logs, "app", "0.log")); (err == nil && strings.Contains(string(b), "hi")) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil || !strings.Contains(string(b), "hi") {
 			t.Errorf("app log: %q, %v", b, err)
 		}
 
