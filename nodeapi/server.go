@@ -1,6 +1,8 @@
 // Package nodeapi is the nodelet's own HTTPS API, with upstream kubelet's
 // paths and parameters: /healthz, /pods, /containerLogs, /exec, /attach,
-// /portForward, /run, /stats/summary and /metrics/resource. The API
+// /portForward, /run, /stats/summary, /metrics/resource, /metrics (the
+// nodelet's own Prometheus metrics, package kubeletmetrics) and
+// /metrics/probes (the probe metrics alone, as upstream). The API
 // server proxies kubectl logs, exec, attach, cp and port-forward to it,
 // and reads the node's resource usage from it for kubectl top.
 //
@@ -73,6 +75,10 @@ type Config struct {
 	Pods    func() []*corev1.Pod
 	Runtime Runtime
 	Stats   Stats
+	// Metrics and ProbeMetrics, optional, serve GET /metrics (the
+	// nodelet's Prometheus metrics) and GET /metrics/probes (the probe
+	// metrics, where upstream's kubelet serves them); nil answers 503.
+	Metrics, ProbeMetrics http.Handler
 	// LogRoot is where the CRI logs are (runtime.ContainerLogPath).
 	LogRoot                                  string
 	StreamIdleTimeout, StreamCreationTimeout time.Duration
@@ -125,6 +131,8 @@ func (s *Server) routes() {
 	s.handle("POST /run/{namespace}/{pod}/{container}", s.serveRun)
 	s.handle("GET /stats/summary", s.serveSummary)
 	s.handle("GET /metrics/resource", s.serveResourceMetrics)
+	s.handle("GET /metrics", serveMetrics(s.cfg.Metrics))
+	s.handle("GET /metrics/probes", serveMetrics(s.cfg.ProbeMetrics))
 }
 
 // handle registers h behind authentication and authorization.

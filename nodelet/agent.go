@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodelet/nodelet/cgroups"
 	"github.com/nodelet/nodelet/containerlogs"
+	"github.com/nodelet/nodelet/kubeletmetrics"
 	"github.com/nodelet/nodelet/network"
 	"github.com/nodelet/nodelet/nodeapi"
 	"github.com/nodelet/nodelet/nodestatus"
@@ -156,6 +157,9 @@ type Agent struct {
 	cfg    Config
 	client kubernetes.Interface
 	log    *slog.Logger
+	// metrics are served at the API's /metrics; the components record
+	// into them through their own hooks.
+	metrics *kubeletmetrics.Metrics
 	// logs is the client of the node's container logger (containerlogs.go).
 	logs *containerlogs.Client
 }
@@ -178,7 +182,11 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("nodelet: API client: %w", err)
 		}
 	}
-	return &Agent{cfg: cfg, client: client, log: cfg.Log.With("node", cfg.NodeName)}, nil
+	m, err := kubeletmetrics.New(cfg.NodeName)
+	if err != nil {
+		return nil, fmt.Errorf("nodelet: %w", err)
+	}
+	return &Agent{cfg: cfg, client: client, log: cfg.Log.With("node", cfg.NodeName), metrics: m}, nil
 }
 
 func setAgentDefaults(cfg *Config) error {
@@ -291,7 +299,8 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 		RuncRoot: a.cfg.RuncRoot, SystemdCgroup: c.driver == cgroups.DriverSystemd,
 		StateDir: a.cfg.StateDir, LogRoot: a.cfg.LogRoot, Logs: a.containerLogs(), LogRotation: a.logRotation(),
 		OOMScoreAdjFloor: c.floor, Logger: a.log.With("component", "runtime"),
-		Registry: runtime.RegistryConfig{ConfigDir: a.cfg.RegistryConfigDir, MaxParallelPulls: a.cfg.MaxParallelImagePulls}})
+		Registry: runtime.RegistryConfig{ConfigDir: a.cfg.RegistryConfigDir, MaxParallelPulls: a.cfg.MaxParallelImagePulls,
+			ObservePull: a.metrics.ObservePull}})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: connect containerd at %s: %w", a.cfg.ContainerdAddress, err)
 	}

@@ -30,6 +30,7 @@ func (a *Agent) apiServer(w *wired, stats nodeapi.Stats) (*nodeapi.Server, error
 		Certificate: cert, ClientCAs: cas,
 		Pods:    func() []*corev1.Pod { return informerPods(w) },
 		Runtime: w.rt, Stats: stats, LogRoot: a.cfg.LogRoot,
+		Metrics: a.metrics.Handler(), ProbeMetrics: a.metrics.ProbesHandler(),
 		Log: a.log,
 	})
 }

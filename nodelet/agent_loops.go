@@ -170,7 +170,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		PodCouldHaveRunningContainers: func(uid types.UID) bool { return !workers.IsTerminated(uid) },
 		CachedPod:                     func(ns, name string) *corev1.Pod { return cachedPod(w, ns, name) }})
 	var err error
-	w.pleg, err = pleg.New(pleg.Config{List: c.rt.PodStatuses, Events: w.hints, Log: a.log.With("component", "pleg")})
+	w.pleg, err = pleg.New(pleg.Config{List: c.rt.PodStatuses, Events: w.hints, Log: a.log.With("component", "pleg"), Metrics: a.metrics})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
 	}
@@ -184,8 +184,9 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		return nil, fmt.Errorf("nodelet: %w", err)
 	}
 	w.probes = prober.New(prober.Config{
-		Exec: probeExec(c.rt),
-		Log:  a.log.With("component", "prober"),
+		Exec:    probeExec(c.rt),
+		Log:     a.log.With("component", "prober"),
+		Metrics: a.metrics,
 		// A result that changed syncs the pod now, not at the next relist.
 		OnResult: func(uid types.UID) {
 			if p := podByUID(w, uid); p != nil {
@@ -207,7 +208,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		Volumes: c.vols, Status: w.status, PodStatus: c.rt.PodStatus,
 		Backoff:  runtime.NewBackoff(10*time.Second, 5*time.Minute, time.Now),
 		Requeue:  func(pod *corev1.Pod, after time.Duration) { workers.SyncAfter(pod.UID, after) },
-		Recorder: recorder, Probes: w.probes,
+		Recorder: pullTimingRecorder{recorder, a.metrics.PodStart()}, Probes: w.probes,
 		Services: func() ([]*corev1.Service, error) { return svcInformer.Lister().List(labels.Everything()) }, Objects: apiObjects{a.client},
 		PauseImage: a.cfg.PodInfraImage, NodeName: a.cfg.NodeName, NodeIP: w.node.Host().InternalIP,
 		ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain, HostResolvConf: resolv,
@@ -329,6 +330,7 @@ func (a *Agent) podInformer(w *wired) error {
 	}
 	sync := func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok {
+			a.metrics.PodStart().ObservedPodOnWatch(p)
 			a.syncPod(w, p)
 		}
 	}
@@ -340,6 +342,7 @@ func (a *Agent) podInformer(w *wired) error {
 				obj = d.Obj
 			}
 			if p, ok := obj.(*corev1.Pod); ok {
+				a.metrics.PodStart().Forget(p.UID)
 				w.admitMu.Lock()
 				delete(w.rejected, p.UID)
 				w.admitMu.Unlock()

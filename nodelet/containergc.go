@@ -33,8 +33,11 @@ type containerGC struct {
 	// isPodLive tells whether a pod's containers must keep their latest
 	// instances (the API has it, or its workers are not done with it).
 	isPodLive func(types.UID) bool
-	now       func() time.Time
-	log       *slog.Logger
+	// removed, optional, counts each removal by kind ("container" or
+	// "sandbox"; nodelet_container_gc_removed_total).
+	removed func(kind string)
+	now     func() time.Time
+	log     *slog.Logger
 }
 
 // collect runs one garbage collection; every removal is tried and the
@@ -49,6 +52,9 @@ func (g *containerGC) collect(ctx context.Context) error {
 		if err := g.remove(ctx, r); err != nil {
 			errs = append(errs, err)
 			continue
+		}
+		if g.removed != nil {
+			g.removed(string(r.Kind))
 		}
 		g.log.Debug("removed dead "+string(r.Kind), "pod", r.Pod, "uid", r.PodUID, "id", r.ID, "container", r.Name, "reason", r.Reason)
 	}
@@ -106,6 +112,7 @@ func (a *Agent) containerGC(w *wired) *containerGC {
 		isPodLive: func(uid types.UID) bool {
 			return podByUID(w, uid) != nil || !w.workers.ShouldPodContentBeRemoved(uid)
 		},
-		now: time.Now, log: a.log.With("component", "containergc"),
+		removed: a.metrics.ContainerGCRemoved,
+		now:     time.Now, log: a.log.With("component", "containergc"),
 	}
 }

@@ -33,8 +33,12 @@ type imageGC struct {
 	// pinned tells whether a name is one of a never removed image (the
 	// sandbox image).
 	pinned func(name string) bool
-	now    func() time.Time
-	log    *slog.Logger
+	// removed, optional, counts each removed image by reason ("space":
+	// the only one, there is no maximum age;
+	// kubelet_image_garbage_collected_total).
+	removed func(reason string)
+	now     func() time.Time
+	log     *slog.Logger
 
 	firstSeen, lastUsed map[string]time.Time // by image ID
 }
@@ -59,6 +63,9 @@ func (g *imageGC) collect(ctx context.Context) error {
 		}
 		delete(g.firstSeen, r.ID)
 		delete(g.lastUsed, r.ID)
+		if g.removed != nil {
+			g.removed("space")
+		}
 		g.log.Info("removed unused image", "image", r.ID, "names", r.Refs, "size", r.Size, "lastUsed", r.LastUsed)
 	}
 	return errors.Join(errs...)
@@ -136,8 +143,9 @@ func (a *Agent) imageGC(ctx context.Context, w *wired) *imageGC {
 		},
 		usage: func(context.Context) (runtime.FSUsage, error) { return statfsUsage(path) },
 		list:  w.rt.ListImages, inUse: w.rt.ImagesInUse, remove: w.rt.RemoveImage,
-		pinned: func(name string) bool { return name == pause || name == a.cfg.PodInfraImage },
-		now:    time.Now, log: a.log.With("component", "imagegc"),
+		pinned:  func(name string) bool { return name == pause || name == a.cfg.PodInfraImage },
+		removed: a.metrics.ImageGCRemoved,
+		now:     time.Now, log: a.log.With("component", "imagegc"),
 		firstSeen: map[string]time.Time{}, lastUsed: map[string]time.Time{},
 	}
 }

@@ -44,6 +44,24 @@ type Config struct {
 	// Clock (default: the real clock).
 	Clock clock.Clock
 	Log   *slog.Logger
+	// Metrics, optional, receives what the relists measure
+	// (*kubeletmetrics.Metrics).
+	Metrics Metrics
+}
+
+// Metrics receives the PLEG's measurements, upstream's kubelet_pleg_* and
+// kubelet_running_* metrics.
+type Metrics interface {
+	// ObserveRelist is told of every relist, failed ones too: how long it
+	// took and the time since the previous successful one started (0 when
+	// there was none).
+	ObserveRelist(took, interval time.Duration)
+	// ObserveRuntimePods is told, after each successful relist started at
+	// ts, how many pods have a running sandbox and how many containers are
+	// in each state (runtime.State spelled as a string).
+	ObserveRuntimePods(ts time.Time, runningPods int, containers map[string]int)
+	// DiscardedEvent is told of each event dropped on a full channel.
+	DiscardedEvent()
 }
 
 // PLEG generates pod lifecycle events by relisting the runtime.
@@ -123,11 +141,22 @@ func (p *PLEG) Relist(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ts := p.cfg.Clock.Now()
+	if m := p.cfg.Metrics; m != nil {
+		var interval time.Duration
+		if last := p.relistTime.Load(); last != nil {
+			interval = ts.Sub(*last)
+		}
+		defer func() { m.ObserveRelist(p.cfg.Clock.Since(ts), interval) }()
+	}
 	pods, err := p.cfg.List(ctx)
 	if err != nil {
 		return fmt.Errorf("pleg: list pods: %w", err)
 	}
 	p.relistTime.Store(&ts)
+	if m := p.cfg.Metrics; m != nil {
+		running, containers := countRuntimePods(pods)
+		m.ObserveRuntimePods(ts, running, containers)
+	}
 
 	cur := make(map[types.UID]*runtime.PodStatus, len(pods))
 	for i := range pods {
@@ -152,12 +181,34 @@ func (p *PLEG) Relist(ctx context.Context) error {
 		select {
 		case p.events <- e:
 		default:
+			if p.cfg.Metrics != nil {
+				p.cfg.Metrics.DiscardedEvent()
+			}
 			if p.dropped.Add(1)%100 == 1 {
 				p.cfg.Log.Warn("pleg event channel full, dropping events", "dropped", p.dropped.Load())
 			}
 		}
 	}
 	return nil
+}
+
+// countRuntimePods counts the pods with a running sandbox and the
+// containers by state, as upstream's kubelet_running_pods and
+// kubelet_running_containers.
+func countRuntimePods(pods []runtime.PodStatus) (running int, containers map[string]int) {
+	containers = map[string]int{}
+	for i := range pods {
+		for _, c := range pods[i].Containers {
+			containers[string(c.State)]++
+		}
+		for _, sb := range pods[i].Sandboxes {
+			if sb.State == runtime.StateRunning {
+				running++
+				break
+			}
+		}
+	}
+	return running, containers
 }
 
 // Healthy reports false (with an error wrapping ErrUnhealthy) before the

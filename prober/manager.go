@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,6 +53,22 @@ type Config struct {
 	// Warning "ProbeWarning" "Readiness probe warning: ...". Called from
 	// worker goroutines, for every failed probe (the recorder aggregates).
 	Recorder func(pod *corev1.Pod, container, eventtype, reason, message string)
+	// Metrics, optional, counts and times the probes
+	// (*kubeletmetrics.Metrics).
+	Metrics Metrics
+}
+
+// Metrics receives upstream's prober_probe_total and
+// prober_probe_duration_seconds measurements.
+type Metrics interface {
+	// ObserveProbe is told of every probe that ran (not of one that
+	// errored, which is thrown away), before thresholds: probeType is the
+	// ProbeType's String ("Liveness"), result "successful" (a warning
+	// too), "failed" or "unknown", as upstream's metric spells them.
+	// Called from worker goroutines.
+	ObserveProbe(pod *corev1.Pod, container, probeType, result string, took time.Duration)
+	// ForgetProbes is told that the pod was removed: its series can go.
+	ForgetProbes(uid types.UID)
 }
 
 // Manager runs the probes of the pods' running containers.
@@ -189,6 +206,9 @@ func (m *Manager) RemovePod(podUID types.UID) {
 			m.dropLocked(ps, e)
 		}
 		delete(m.pods, podUID)
+	}
+	if m.cfg.Metrics != nil {
+		m.cfg.Metrics.ForgetProbes(podUID)
 	}
 }
 

@@ -77,6 +77,19 @@ func (r Result) String() string {
 	}
 }
 
+// metricLabel is the result as prober_probe_total's result label spells
+// it (a warning is a success there, as upstream's prober makes it).
+func (r Result) metricLabel() string {
+	switch r {
+	case Success, Warning:
+		return "successful"
+	case Failure:
+		return "failed"
+	default:
+		return "unknown"
+	}
+}
+
 // Event reasons and kill reasons of upstream's kubelet.
 const (
 	ReasonUnhealthy     = "Unhealthy"     // event of a failed or errored probe

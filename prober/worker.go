@@ -113,9 +113,13 @@ func (w *worker) doProbe(ctx context.Context) time.Duration {
 	if (w.typ == Startup) == started {
 		return 0
 	}
+	start := w.m.clock.Now()
 	result, output, err := w.m.h.probe(ctx, w.typ, w.spec, tg)
 	if err != nil {
 		return 0
+	}
+	if mt := w.m.cfg.Metrics; mt != nil && ctx.Err() == nil {
+		mt.ObserveProbe(tg.pod, w.name, w.typ.String(), result.metricLabel(), w.m.clock.Since(start))
 	}
 	if !w.passesThreshold(result) {
 		return 0

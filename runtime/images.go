@@ -143,6 +143,9 @@ func (c *Containerd) EnsureImageWith(ctx context.Context, ref string, opts PullO
 	}
 	out, err := c.describeImage(ctx, img)
 	res.WithWaiting = time.Since(start)
+	if err == nil && res.Pulled && c.cfg.Registry.ObservePull != nil {
+		c.cfg.Registry.ObservePull(res.Duration, out.Size)
+	}
 	return out, res, err
 }
 

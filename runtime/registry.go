@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/remotes/docker"
@@ -43,6 +44,12 @@ type RegistryConfig struct {
 	// (serializeImagePulls false, maxParallelImagePulls n); < 0: no limit
 	// (serializeImagePulls false, maxParallelImagePulls unset).
 	MaxParallelPulls int
+	// ObservePull, optional, is told of every image EnsureImageWith pulled
+	// from a registry: how long the pull itself took (waiting for a pull
+	// slot not included) and the image's size in bytes
+	// (kubelet_image_pull_duration_seconds). Not called for local images
+	// nor for failed pulls.
+	ObservePull func(took time.Duration, size int64)
 }
 
 // registryHosts returns the hosts of a registry for one pull with the

@@ -1,0 +1,307 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/core/images/archive"
+	"github.com/containerd/containerd/v2/core/remotes"
+	"github.com/containerd/containerd/v2/core/remotes/docker"
+	"github.com/containerd/containerd/v2/core/remotes/docker/config"
+	"github.com/containerd/containerd/v2/plugins/content/local"
+	"github.com/containerd/platforms"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/nodelet/nodelet/test/images"
+)
+
+// nodeMetricsPods: "probed" has an exec readiness probe every second;
+// "pulled" runs an image that is not on the node (IMAGE, pushed to a
+// registry the test runs), so the nodelet pulls it.
+const nodeMetricsPods = `apiVersion: v1
+kind: Pod
+metadata:
+  name: probed
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: busybox:1.36
+    command: ["sleep", "100000"]
+    readinessProbe:
+      exec:
+        command: ["true"]
+      periodSeconds: 1
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: pulled
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: IMAGE
+    command: ["sleep", "100000"]
+`
+
+// TestNodeMetrics checks the nodelet's /metrics, read as users do through
+// the API server's nodes/proxy: after a pod was pulled, started and
+// probed, upstream's kubelet and prober metrics are there with sensible
+// values.
+func TestNodeMetrics(t *testing.T) {
+	cp := startControlPlane(t, t.TempDir(), freePort(t))
+	node := startRealNode(t, cp, "node-metrics")
+	reg := startE2ERegistry(t)
+	// The nodelet reaches the registry at the same address inside its
+	// namespace (plain HTTP: a loopback registry with a port).
+	forwardIntoNetns(t, "/run/netns/"+node.netns, reg)
+	image := reg + "/library/busybox:pulled"
+	pushBusybox(t, image)
+	waitUntil(t, 60*time.Second, "node Ready", func() bool {
+		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		return out == "True"
+	})
+	start := time.Now()
+	cp.mustStdin(strings.ReplaceAll(nodeMetricsPods, "IMAGE", image), "apply", "-f", "-")
+	cp.must("wait", "--for=condition=Ready", "pod/probed", "pod/pulled", "--timeout=120s")
+	elapsed := time.Since(start).Seconds()
+
+	path := "/api/v1/nodes/" + node.name + "/proxy/metrics"
+	var out string
+	var problems []string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out = cp.must("get", "--raw", path)
+		if problems = checkNodeMetrics(out, node.name, elapsed); len(problems) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s:\n%s\n\n%s", path, strings.Join(problems, "\n"), grepSamples(out, "kubelet_", "prober_", "nodelet_"))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("pod start SLI: %d pods, %.3fs on average (total %.3fs); image pull %.3fs; PLEG relist %.4fs on average",
+		int(sample(out, "kubelet_pod_start_sli_duration_seconds_count")),
+		sample(out, "kubelet_pod_start_sli_duration_seconds_sum")/sample(out, "kubelet_pod_start_sli_duration_seconds_count"),
+		sample(out, "kubelet_pod_start_total_duration_seconds_sum")/sample(out, "kubelet_pod_start_total_duration_seconds_count"),
+		sample(out, "kubelet_image_pull_duration_seconds_sum", `image_size_in_bytes="0-10MB"`),
+		sample(out, "kubelet_pleg_relist_duration_seconds_sum")/sample(out, "kubelet_pleg_relist_duration_seconds_count"))
+
+	// As upstream, /metrics/probes has the probe metrics alone.
+	probes := cp.must("get", "--raw", path+"/probes")
+	if !strings.Contains(probes, `prober_probe_total{container="app",namespace="default",pod="probed"`) || strings.Contains(probes, "kubelet_") {
+		t.Errorf("%s/probes:\n%s", path, probes)
+	}
+
+	// Once the pods are gone, the gauges follow and the probe series go.
+	cp.must("delete", "pod", "probed", "pulled")
+	waitUntil(t, 60*time.Second, "no running pods in the metrics", func() bool {
+		out = cp.must("get", "--raw", path)
+		return sample(out, "kubelet_running_pods") == 0 && sample(out, "kubelet_running_containers", `container_state="running"`) == 0 &&
+			!strings.Contains(out, `pod="probed"`)
+	})
+}
+
+// checkNodeMetrics lists what is missing or not sensible in the node's
+// metrics after the two pods of nodeMetricsPods started within elapsed
+// seconds.
+func checkNodeMetrics(out, nodeName string, elapsed float64) []string {
+	var problems []string
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			problems = append(problems, fmt.Sprintf(format, args...))
+		}
+	}
+	v := func(name string, labels ...string) float64 { return sample(out, name, labels...) }
+	check(v("kubelet_node_name", `node="`+nodeName+`"`) == 1, "kubelet_node_name{node=%q} != 1", nodeName)
+
+	// Both pods were measured, each within the time the test waited; the
+	// SLI leaves the pull out, so it is below the total.
+	sliCount, sliSum := v("kubelet_pod_start_sli_duration_seconds_count"), v("kubelet_pod_start_sli_duration_seconds_sum")
+	totalCount, totalSum := v("kubelet_pod_start_total_duration_seconds_count"), v("kubelet_pod_start_total_duration_seconds_sum")
+	check(sliCount == 2, "kubelet_pod_start_sli_duration_seconds_count = %v, want 2", sliCount)
+	check(totalCount == sliCount, "kubelet_pod_start_total_duration_seconds_count = %v, want %v", totalCount, sliCount)
+	check(sliSum > 0 && sliSum <= 2*elapsed+2, "kubelet_pod_start_sli_duration_seconds_sum = %v (pods started within %.1fs)", sliSum, elapsed)
+	check(totalSum > sliSum && totalSum <= 2*elapsed+2, "kubelet_pod_start_total_duration_seconds_sum = %v, SLI %v", totalSum, sliSum)
+	check(v("kubelet_pod_start_sli_duration_seconds_bucket", `le="+Inf"`) == sliCount, "SLI +Inf bucket != count")
+
+	// The PLEG relists about once a second, each well under a second.
+	relists, relistSum := v("kubelet_pleg_relist_duration_seconds_count"), v("kubelet_pleg_relist_duration_seconds_sum")
+	check(relists > 0 && relistSum/relists < 1, "kubelet_pleg_relist_duration_seconds: %v relists, %vs", relists, relistSum)
+	check(v("kubelet_pleg_relist_interval_seconds_count") > 0, "kubelet_pleg_relist_interval_seconds_count is 0")
+	check(math.Abs(v("kubelet_pleg_last_seen_seconds")-float64(time.Now().Unix())) < 30, "kubelet_pleg_last_seen_seconds = %v", v("kubelet_pleg_last_seen_seconds"))
+
+	// Two pods with a running sandbox, one running container each.
+	check(v("kubelet_running_pods") == 2, "kubelet_running_pods = %v, want 2", v("kubelet_running_pods"))
+	check(v("kubelet_running_containers", `container_state="running"`) == 2,
+		"kubelet_running_containers{running} = %v, want 2", v("kubelet_running_containers", `container_state="running"`))
+
+	// The readiness probe ran and succeeded; its duration is under its
+	// 1s timeout.
+	probe := []string{`container="app"`, `namespace="default"`, `pod="probed"`, `probe_type="Readiness"`}
+	check(v("prober_probe_total", append(probe, `result="successful"`)...) >= 1, "prober_probe_total{pod=probed,result=successful} < 1")
+	check(strings.Contains(out, `pod_uid="`), "prober_probe_total has no pod_uid")
+	probes, probeSum := v("prober_probe_duration_seconds_count", probe...), v("prober_probe_duration_seconds_sum", probe...)
+	check(probes >= 1 && probeSum/probes < 1, "prober_probe_duration_seconds{pod=probed}: %v probes, %vs", probes, probeSum)
+
+	// One pull, of a small image, from a loopback registry.
+	pulls, pullSum := v("kubelet_image_pull_duration_seconds_count", `image_size_in_bytes="0-10MB"`), v("kubelet_image_pull_duration_seconds_sum", `image_size_in_bytes="0-10MB"`)
+	check(pulls == 1 && pullSum > 0 && pullSum < elapsed, "kubelet_image_pull_duration_seconds{0-10MB}: %v pulls, %vs", pulls, pullSum)
+
+	check(v("go_goroutines") > 0 && v("process_resident_memory_bytes") > 0, "no Go or process metrics")
+	return problems
+}
+
+// sample returns the value of the first sample of the metric name whose
+// labels include every one of labels (`key="value"`), or NaN.
+func sample(out, name string, labels ...string) float64 {
+	for _, line := range strings.Split(out, "\n") {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest == "" || rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		i := strings.LastIndexByte(rest, ' ')
+		series := rest[:i]
+		match := true
+		for _, l := range labels {
+			if !strings.Contains(series, l) {
+				match = false
+				break
+			}
+		}
+		if !match {
+			continue
+		}
+		f, err := strconv.ParseFloat(rest[i+1:], 64)
+		if err != nil {
+			return math.NaN()
+		}
+		return f
+	}
+	return math.NaN()
+}
+
+// grepSamples keeps the sample lines of the metrics with these prefixes.
+func grepSamples(out string, prefixes ...string) string {
+	var keep []string
+	for _, line := range strings.Split(out, "\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(line, p) && !strings.Contains(line, "_bucket{") {
+				keep = append(keep, line)
+				break
+			}
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// startE2ERegistry runs Debian's docker-registry (distribution 2.8) on a
+// free port of the host's loopback, storage in a temporary directory,
+// until the test ends, and returns its host:port.
+func startE2ERegistry(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("docker-registry")
+	if err != nil {
+		t.Fatalf("docker-registry is not installed (apt-get install docker-registry): %v", err)
+	}
+	dir := t.TempDir()
+	host := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	conf := fmt.Sprintf("version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\n"+
+		"storage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n  secret: nodelet-e2e\n", filepath.Join(dir, "storage"), host)
+	cfgPath := filepath.Join(dir, "config.yml")
+	if err := os.WriteFile(cfgPath, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	cmd := exec.Command(bin, "serve", cfgPath)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start docker-registry: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("docker-registry log:\n%s", logs.tail(50))
+		}
+	})
+	client := &http.Client{Timeout: time.Second}
+	waitUntil(t, 20*time.Second, "docker-registry on "+host, func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("docker-registry exited at start:\n%s", logs.tail(50))
+		default:
+		}
+		resp, err := client.Get("http://" + host + "/v2/")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return host
+}
+
+// pushBusybox pushes the test busybox image to ref (host:port/repo:tag on
+// a plain-HTTP registry) with containerd's pusher, from a content store of
+// the test's own.
+func pushBusybox(t *testing.T, ref string) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	tarPath, _, err := images.Busybox(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := local.NewStore(filepath.Join(dir, "content"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(tarPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	indexDesc, err := archive.ImportIndex(ctx, store, f)
+	if err != nil {
+		t.Fatalf("import busybox archive: %v", err)
+	}
+	data, err := content.ReadBlob(ctx, store, indexDesc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index ocispec.Index
+	if err := json.Unmarshal(data, &index); err != nil || len(index.Manifests) == 0 {
+		t.Fatalf("busybox archive index: %v (%d manifests)", err, len(index.Manifests))
+	}
+	m := index.Manifests[0]
+	desc := ocispec.Descriptor{MediaType: m.MediaType, Digest: m.Digest, Size: m.Size}
+	resolver := docker.NewResolver(docker.ResolverOptions{Hosts: config.ConfigureHosts(ctx, config.HostOptions{DefaultScheme: "http"})})
+	pusher, err := resolver.Pusher(ctx, ref)
+	if err != nil {
+		t.Fatalf("pusher for %s: %v", ref, err)
+	}
+	if err := remotes.PushContent(ctx, pusher, desc, store, nil, platforms.All, nil); err != nil {
+		t.Fatalf("push %s: %v", ref, err)
+	}
+}
