@@ -3,9 +3,10 @@
 // each handler looks at it next to the pods already admitted. A pod
 // refused is set Failed with the handler's reason and never started, so a
 // scheduler with a stale view, or a pod with spec.nodeName set by hand,
-// cannot overcommit the node. Handlers today: resources fit and host
-// ports; eviction (no new BestEffort pods under memory pressure) and
-// others join the Chain later.
+// cannot overcommit the node. Handlers today: resources fit, host ports
+// and node pressure (no new BestEffort pods under memory pressure, no new
+// pods but critical ones under disk or PID pressure; see the eviction
+// package).
 package admission
 
 import (

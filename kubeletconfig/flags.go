@@ -1,6 +1,7 @@
 package kubeletconfig
 
 import (
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +27,15 @@ var mapped = map[string]bool{
 	"containerRuntimeEndpoint": true, "registerWithTaints": true, "resolvConf": true,
 	"kubeAPIQPS": true, "kubeAPIBurst": true, "authentication": true,
 	"imageGCHighThresholdPercent": true, "imageGCLowThresholdPercent": true, "imageMinimumGCAge": true,
+	"evictionHard": true, "evictionSoft": true, "evictionSoftGracePeriod": true, "evictionMinimumReclaim": true,
+	"evictionPressureTransitionPeriod": true, "evictionMaxPodGracePeriod": true, "mergeDefaultEvictionSettings": true,
+	"containerLogMaxSize": true, "containerLogMaxFiles": true,
+}
+
+// defaultEvictionHard is upstream's DefaultEvictionHard (Linux), which
+// mergeDefaultEvictionSettings merges under the file's evictionHard.
+var defaultEvictionHard = map[string]string{
+	"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%",
 }
 
 func isMapped(field string) bool { return mapped[field] }
@@ -81,16 +91,50 @@ func (f *File) Settings() []Setting {
 		add("imageGCLowThresholdPercent", "image-gc-low-threshold", itoa(*c.ImageGCLowThresholdPercent), true)
 	}
 	add("imageMinimumGCAge", "minimum-image-ttl-duration", c.ImageMinimumGCAge.Duration.String(), c.ImageMinimumGCAge.Duration != 0)
+	return append(out, f.evictionSettings()...)
+}
+
+// evictionSettings maps the eviction and container log fields. Without
+// mergeDefaultEvictionSettings an evictionHard replaces upstream's
+// defaults (signals it does not name have no threshold), as upstream.
+func (f *File) evictionSettings() []Setting {
+	c := &f.Config
+	var out []Setting
+	add := func(field, flag, value string, set bool) {
+		if set {
+			out = append(out, Setting{Field: field, Flag: flag, Value: value})
+		}
+	}
+	hard := c.EvictionHard
+	if len(hard) > 0 && c.MergeDefaultEvictionSettings != nil && *c.MergeDefaultEvictionSettings {
+		hard = maps.Clone(defaultEvictionHard)
+		maps.Copy(hard, c.EvictionHard)
+	}
+	add("evictionHard", "eviction-hard", joinMapSep(hard, "<"), len(hard) > 0)
+	add("evictionSoft", "eviction-soft", joinMapSep(c.EvictionSoft, "<"), len(c.EvictionSoft) > 0)
+	add("evictionSoftGracePeriod", "eviction-soft-grace-period", joinMap(c.EvictionSoftGracePeriod), len(c.EvictionSoftGracePeriod) > 0)
+	add("evictionMinimumReclaim", "eviction-minimum-reclaim", joinMap(c.EvictionMinimumReclaim), len(c.EvictionMinimumReclaim) > 0)
+	d := c.EvictionPressureTransitionPeriod.Duration
+	add("evictionPressureTransitionPeriod", "eviction-pressure-transition-period", d.String(), d != 0)
+	add("evictionMaxPodGracePeriod", "eviction-max-pod-grace-period", itoa(c.EvictionMaxPodGracePeriod), c.EvictionMaxPodGracePeriod != 0)
+	add("containerLogMaxSize", "container-log-max-size", c.ContainerLogMaxSize, c.ContainerLogMaxSize != "")
+	if c.ContainerLogMaxFiles != nil {
+		add("containerLogMaxFiles", "container-log-max-files", itoa(*c.ContainerLogMaxFiles), true)
+	}
 	return out
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
 
 // joinMap writes a resource map as --system-reserved does: cpu=1,memory=1Gi.
-func joinMap(m map[string]string) string {
+func joinMap(m map[string]string) string { return joinMapSep(m, "=") }
+
+// joinMapSep writes a map with sep between key and value, sorted:
+// --eviction-hard's is "<" (memory.available<100Mi).
+func joinMapSep(m map[string]string, sep string) string {
 	kv := make([]string, 0, len(m))
 	for k, v := range m {
-		kv = append(kv, k+"="+v)
+		kv = append(kv, k+sep+v)
 	}
 	sort.Strings(kv)
 	return strings.Join(kv, ",")

@@ -27,7 +27,7 @@ type File struct {
 	Path   string
 	Config kubeletv1beta1.KubeletConfiguration
 	// Ignored are the fields the file sets that the nodelet does not
-	// implement (yet): eviction*, containerLog* and the rest.
+	// implement (yet): memorySwap, featureGates and the rest.
 	// They are accepted, so that upstream files work, and the caller
 	// warns about each.
 	Ignored []string

@@ -40,6 +40,15 @@ kubeAPIBurst: 40
 imageGCHighThresholdPercent: 90
 imageGCLowThresholdPercent: 70
 imageMinimumGCAge: 5m
+evictionHard: {memory.available: 200Mi, nodefs.available: 5%}
+evictionSoft: {memory.available: 500Mi}
+evictionSoftGracePeriod: {memory.available: 1m30s}
+evictionMinimumReclaim: {imagefs.available: 2Gi}
+evictionPressureTransitionPeriod: 1m
+evictionMaxPodGracePeriod: 20
+mergeDefaultEvictionSettings: false
+containerLogMaxSize: 20Mi
+containerLogMaxFiles: 3
 `
 
 func TestSettingsMapEveryField(t *testing.T) {
@@ -73,6 +82,14 @@ func TestSettingsMapEveryField(t *testing.T) {
 		{"imageGCHighThresholdPercent", "image-gc-high-threshold", "90"},
 		{"imageGCLowThresholdPercent", "image-gc-low-threshold", "70"},
 		{"imageMinimumGCAge", "minimum-image-ttl-duration", "5m0s"},
+		{"evictionHard", "eviction-hard", "memory.available<200Mi,nodefs.available<5%"},
+		{"evictionSoft", "eviction-soft", "memory.available<500Mi"},
+		{"evictionSoftGracePeriod", "eviction-soft-grace-period", "memory.available=1m30s"},
+		{"evictionMinimumReclaim", "eviction-minimum-reclaim", "imagefs.available=2Gi"},
+		{"evictionPressureTransitionPeriod", "eviction-pressure-transition-period", "1m0s"},
+		{"evictionMaxPodGracePeriod", "eviction-max-pod-grace-period", "20"},
+		{"containerLogMaxSize", "container-log-max-size", "20Mi"},
+		{"containerLogMaxFiles", "container-log-max-files", "3"},
 	}
 	if got := f.Settings(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Settings() =\n%v\nwant\n%v", got, want)
@@ -86,7 +103,9 @@ func TestSettingsMapEveryField(t *testing.T) {
 			t.Errorf("field %s is mapped but not in the mapped set", s.Field)
 		}
 	}
-	if len(want) != len(mapped) {
+	// mergeDefaultEvictionSettings changes evictionHard's setting and has
+	// none of its own.
+	if len(want)+1 != len(mapped) {
 		t.Errorf("%d settings tested, %d fields mapped", len(want), len(mapped))
 	}
 }
@@ -102,8 +121,8 @@ func TestUnsetFieldsGiveNoSetting(t *testing.T) {
 }
 
 func TestUnsupportedFieldsAreIgnored(t *testing.T) {
-	f, err := Decode([]byte(header + `evictionHard: {memory.available: 100Mi}
-containerLogMaxSize: 10Mi
+	f, err := Decode([]byte(header + `featureGates: {SomeGate: true}
+memorySwap: {swapBehavior: NoSwap}
 staticPodPath: null
 authentication:
   x509: {clientCAFile: /ca.crt}
@@ -112,9 +131,30 @@ authentication:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"authentication.webhook", "containerLogMaxSize", "evictionHard"}
+	want := []string{"authentication.webhook", "featureGates", "memorySwap"}
 	if !reflect.DeepEqual(f.Ignored, want) {
 		t.Errorf("Ignored = %v, want %v", f.Ignored, want)
+	}
+}
+
+// Upstream: an evictionHard replaces the defaults, unless
+// mergeDefaultEvictionSettings keeps those it does not name.
+func TestEvictionHardDefaults(t *testing.T) {
+	for name, tc := range map[string]struct{ doc, want string }{
+		"replaces": {header + "evictionHard: {memory.available: 1Gi}\n", "memory.available<1Gi"},
+		"merged": {header + "evictionHard: {memory.available: 1Gi}\nmergeDefaultEvictionSettings: true\n",
+			"imagefs.available<15%,memory.available<1Gi,nodefs.available<10%,nodefs.inodesFree<5%"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, err := Decode([]byte(tc.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := f.Settings()
+			if len(got) != 1 || got[0].Flag != "eviction-hard" || got[0].Value != tc.want {
+				t.Errorf("Settings() = %v, want eviction-hard %s", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodelet/nodelet/cgroups"
 	"github.com/nodelet/nodelet/containerlogs"
+	"github.com/nodelet/nodelet/eviction"
 	"github.com/nodelet/nodelet/kubeletmetrics"
 	"github.com/nodelet/nodelet/network"
 	"github.com/nodelet/nodelet/nodeapi"
@@ -121,6 +122,22 @@ type Config struct {
 	ImageGCLowThresholdPercent  int
 	ImageMinimumGCAge           time.Duration
 
+	// The eviction manager (package eviction, upstream's defaults):
+	// EvictionThresholds are the hard and soft thresholds (nil:
+	// eviction.DefaultThresholds(), upstream's --eviction-hard default;
+	// empty but not nil: none). A condition stays reported
+	// EvictionPressureTransitionPeriod after its last threshold was met
+	// (default 5m); soft evictions give a pod at most
+	// EvictionMaxPodGracePeriod seconds (default 0). The manager measures
+	// every EvictionMonitoringInterval (default 10s; tests shorten it).
+	// OnEviction, optional, is told of each eviction's signal (the agent
+	// counts kubelet_evictions{eviction_signal} itself, then calls it).
+	EvictionThresholds               []eviction.Threshold
+	EvictionPressureTransitionPeriod time.Duration
+	EvictionMaxPodGracePeriod        int64
+	EvictionMonitoringInterval       time.Duration
+	OnEviction                       func(signal string)
+
 	// Address and Port are where the nodelet's HTTPS API listens (default
 	// 0.0.0.0:10250; Port < 0 disables it). TLSCertFile and TLSKeyFile are
 	// its serving certificate (self-signed when empty); ClientCAFile
@@ -185,6 +202,12 @@ func New(cfg Config) (*Agent, error) {
 	m, err := kubeletmetrics.New(cfg.NodeName)
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
+	}
+	// Evictions count in kubelet_evictions, then go to the caller's hook.
+	if onEviction := cfg.OnEviction; onEviction != nil {
+		cfg.OnEviction = func(signal string) { m.Evicted(signal); onEviction(signal) }
+	} else {
+		cfg.OnEviction = m.Evicted
 	}
 	return &Agent{cfg: cfg, client: client, log: cfg.Log.With("node", cfg.NodeName), metrics: m}, nil
 }
@@ -389,11 +412,19 @@ func isArchive(name string) bool {
 type terminatingSyncer struct {
 	*Syncer
 	status *status.Manager
+	// evicted, when set, gives the final status of a pod the eviction
+	// manager evicted (Failed/Evicted, whatever its containers reported).
+	evicted func(*corev1.Pod) (corev1.PodStatus, bool)
 }
 
 func (s terminatingSyncer) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, grace int64) error {
 	if err := s.Syncer.SyncTerminatingPod(ctx, pod, grace); err != nil {
 		return err
+	}
+	if s.evicted != nil {
+		if st, ok := s.evicted(pod); ok {
+			s.status.SetPodStatus(pod, st)
+		}
 	}
 	s.status.TerminatePod(pod)
 	return nil

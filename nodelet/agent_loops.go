@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodelet/nodelet/admission"
+	"github.com/nodelet/nodelet/eviction"
 	"github.com/nodelet/nodelet/nodestatus"
 	"github.com/nodelet/nodelet/pleg"
 	"github.com/nodelet/nodelet/podworkers"
@@ -54,6 +55,11 @@ type wired struct {
 	admit    admission.Handler
 	admitMu  sync.Mutex
 	rejected map[types.UID]bool // pods refused by admission
+
+	// evict publishes the node's pressure; evictions are the pods it
+	// evicted whose termination is not over (eviction.go).
+	evict     *eviction.Manager
+	evictions *evictions
 }
 
 // Run runs the node agent until ctx ends. On the way out it stops its
@@ -148,6 +154,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	close(started)
 	goRun("pleg events", func(ctx context.Context) error { a.plegEvents(ctx, w); return nil })
 	goRun("housekeeping", func(ctx context.Context) error { a.housekeeping(ctx, w); return nil })
+	goRun("eviction", w.evict.Run)
 	goRun("routes", func(ctx context.Context) error { return a.runPeerRoutes(ctx, cidr, w.node.Host().InternalIP) })
 	<-ctx.Done()
 	return nil
@@ -164,7 +171,8 @@ func nilIfDone(ctx context.Context, err error) error {
 // and the pod informer.
 func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	recorder, nodeEvent := a.events(ctx)
-	w := &wired{components: c, hints: make(chan struct{}, 1), rejected: map[types.UID]bool{}}
+	w := &wired{components: c, hints: make(chan struct{}, 1), rejected: map[types.UID]bool{},
+		evictions: &evictions{byUID: map[types.UID]eviction.Eviction{}}}
 	var workers *podworkers.Workers // set below; the closures run later
 	w.status = status.NewManager(status.ManagerConfig{Client: a.client, Log: a.log.With("component", "status"),
 		PodCouldHaveRunningContainers: func(uid types.UID) bool { return !workers.IsTerminated(uid) },
@@ -179,7 +187,8 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		MaxPods: a.cfg.MaxPods, Labels: a.cfg.NodeLabels, Taints: a.cfg.RegisterWithTaints,
 		ContainerRuntimeVersion: runtimeVersion(ctx, c.rt), Event: nodeEvent, DaemonPort: int32(max(a.cfg.Port, 0)),
 		Readiness: func() error { return readiness(w.pleg, c.net) }, Images: nodeImages(ctx, c.rt.ListImages, time.Now),
-		Log: a.log.With("component", "nodestatus")})
+		Pressure: func() (mem, disk, pid bool) { return w.evict.Pressure() },
+		Log:      a.log.With("component", "nodestatus")})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
 	}
@@ -218,7 +227,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	if err != nil {
 		return nil, err
 	}
-	workers = podworkers.New(podworkers.Config{Syncer: terminatingSyncer{Syncer: syncer, status: w.status},
+	workers = podworkers.New(podworkers.Config{Syncer: terminatingSyncer{Syncer: syncer, status: w.status, evicted: w.evictedStatus},
 		Log: a.log.With("component", "podworkers")})
 	w.workers = workers
 	w.orphans = &orphans{
@@ -236,10 +245,16 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		logRoot:          a.cfg.LogRoot, log: a.log.With("component", "orphans"),
 	}
 	w.admit = admission.Chain{
+		// First, as upstream's eviction admit handler: under pressure the
+		// refusal says so whatever else would refuse the pod.
+		admission.NodePressure(func() []corev1.NodeConditionType { return w.evict.Conditions() }, eviction.IsCriticalPod),
 		admission.ResourcesFit(func() corev1.ResourceList {
 			return nodestatus.Allocatable(nodestatus.Capacity(w.node.Host(), a.maxPods()), a.cfg.SystemReserved, a.cfg.KubeReserved)
 		}),
 		admission.HostPorts(),
+	}
+	if w.evict, err = a.evictionManager(ctx, w, recorder, nodeEvent); err != nil {
+		return nil, err
 	}
 	if err := a.podInformer(w); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodelet/nodelet/eviction"
 	"github.com/nodelet/nodelet/network"
 	"github.com/nodelet/nodelet/nodeapi"
 	"github.com/nodelet/nodelet/nodelet"
@@ -22,6 +23,10 @@ type options struct {
 	apiQPS                                               float64
 	apiBurst, maxPulls, healthzPort                      int
 	serializePulls, version                              bool
+	// The eviction flags in upstream's syntax, parsed by finish.
+	evictionHard, evictionSoft, evictionSoftGrace, evictionMinReclaim string
+	evictionMaxPodGrace                                               int
+	containerLogMaxSize                                               string
 	// fromFile maps the flags the --config file set to its fields, so
 	// that a bad value names the field it came from.
 	fromFile map[string]string
@@ -51,7 +56,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	cfg := &o.cfg
 	hostname, _ := os.Hostname()
 	fs.StringVar(&o.configFile, "config", "", "kubelet configuration file (kubelet.config.k8s.io/v1beta1 KubeletConfiguration); flags given on the command line win over it. "+
-		"Fields the nodelet does not implement yet (eviction*, imageGC*, containerLog*, ...) are accepted and ignored with a warning")
+		"Fields the nodelet does not implement yet (memorySwap, featureGates, ...) are accepted and ignored with a warning")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the API server (required)")
 	fs.StringVar(&cfg.NodeName, "node-name", strings.ToLower(hostname), "name of the Node object")
@@ -97,6 +102,14 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&cfg.ImageGCHighThresholdPercent, "image-gc-high-threshold", 85, "image filesystem usage (percent) that starts image GC; 100 disables it")
 	fs.IntVar(&cfg.ImageGCLowThresholdPercent, "image-gc-low-threshold", 80, "image filesystem usage (percent) image GC frees down to")
 	fs.DurationVar(&cfg.ImageMinimumGCAge, "minimum-image-ttl-duration", 2*time.Minute, "minimum age of an unused image before image GC may remove it")
+	fs.StringVar(&o.evictionHard, "eviction-hard", eviction.DefaultHard, "hard eviction thresholds, signal<quantity or signal<percent,... (signals: memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available); \"\" disables them")
+	fs.StringVar(&o.evictionSoft, "eviction-soft", "", "soft eviction thresholds, same syntax as --eviction-hard; each needs a grace period")
+	fs.StringVar(&o.evictionSoftGrace, "eviction-soft-grace-period", "", "how long each soft threshold must be met before pods are evicted, signal=duration,... (e.g. memory.available=1m30s)")
+	fs.StringVar(&o.evictionMinReclaim, "eviction-minimum-reclaim", "", "how far above its threshold a signal must come back before pressure ends, signal=quantity,... (e.g. imagefs.available=2Gi)")
+	fs.DurationVar(&cfg.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", eviction.DefaultPressureTransitionPeriod, "how long a pressure condition stays after its thresholds stopped being met")
+	fs.IntVar(&o.evictionMaxPodGrace, "eviction-max-pod-grace-period", 0, "maximum grace period (seconds) of pods evicted for a soft threshold; a pod's own shorter one wins")
+	fs.StringVar(&o.containerLogMaxSize, "container-log-max-size", "10Mi", "size (quantity) at which a container's log file is rotated")
+	fs.IntVar(&cfg.ContainerLogMaxFiles, "container-log-max-files", 5, "log files kept per container, the current one included (at least 2)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	for alias, name := range aliases {
 		fs.Var(fs.Lookup(name).Value, alias, "same as --"+name+" (kubelet's name)")

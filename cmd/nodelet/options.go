@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/nodelet/nodelet/eviction"
 	"github.com/nodelet/nodelet/kubeletconfig"
 )
 
@@ -91,6 +93,10 @@ type check struct {
 func (o *options) checks() []check {
 	cfg := &o.cfg
 	var err error
+	// The eviction flags are parsed one by one, then combined.
+	var hard, soft []eviction.Threshold
+	var grace map[eviction.Signal]time.Duration
+	var reclaim map[eviction.Signal]eviction.Value
 	return []check{
 		{"containerd-address", func() error { cfg.ContainerdAddress, err = parseRuntimeEndpoint(cfg.ContainerdAddress); return err }},
 		{"cgroup-driver", func() error { return checkCgroupDriver(cfg.CgroupDriver) }},
@@ -109,6 +115,18 @@ func (o *options) checks() []check {
 		{"healthz-bind-address", func() error { return checkIP(cfg.HealthzBindAddress) }},
 		{"healthz-port", func() error { cfg.HealthzPort, err = healthzPort(o.healthzPort); return err }},
 		{"max-parallel-image-pulls", func() error { cfg.MaxParallelImagePulls, err = o.parallelPulls(); return err }},
+		{"eviction-hard", func() error { hard, err = eviction.ParseStatements(o.evictionHard); return err }},
+		{"eviction-soft", func() error { soft, err = eviction.ParseStatements(o.evictionSoft); return err }},
+		{"eviction-soft-grace-period", func() error { grace, err = eviction.ParseGracePeriods(o.evictionSoftGrace); return err }},
+		{"eviction-minimum-reclaim", func() error { reclaim, err = eviction.ParseMinimumReclaims(o.evictionMinReclaim); return err }},
+		{"eviction-soft", func() error { cfg.EvictionThresholds, err = eviction.Combine(hard, soft, grace, reclaim); return err }},
+		{"eviction-pressure-transition-period", func() error { return notNegative(int64(cfg.EvictionPressureTransitionPeriod)) }},
+		{"eviction-max-pod-grace-period", func() error {
+			cfg.EvictionMaxPodGracePeriod = int64(o.evictionMaxPodGrace)
+			return notNegative(cfg.EvictionMaxPodGracePeriod)
+		}},
+		{"container-log-max-size", func() error { cfg.ContainerLogMaxSize, err = parseLogMaxSize(o.containerLogMaxSize); return err }},
+		{"container-log-max-files", func() error { return atLeast(cfg.ContainerLogMaxFiles, 2) }},
 	}
 }
 
@@ -174,6 +192,13 @@ func checkReadable(path string) error {
 func checkCgroupDriver(s string) error {
 	if s != "" && s != "cgroupfs" && s != "systemd" {
 		return fmt.Errorf("%q is not cgroupfs or systemd", s)
+	}
+	return nil
+}
+
+func notNegative(n int64) error {
+	if n < 0 {
+		return fmt.Errorf("%d is negative", n)
 	}
 	return nil
 }

@@ -6,9 +6,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodelet/nodelet/eviction"
 )
 
 const header = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
@@ -167,6 +170,21 @@ func TestBadValuesNameTheFlagOrField(t *testing.T) {
 		{file: "containerRuntimeEndpoint: npipe://x\n", want: "field containerRuntimeEndpoint"},
 		{file: "kubeReserved: {cpu: lots}\n", want: "field kubeReserved"},
 		{file: "maxPod: 3\n", want: `unknown field "maxPod"`},
+		{args: []string{"--eviction-hard", "memory.available>100Mi"}, want: "--eviction-hard"},
+		{args: []string{"--eviction-hard", "cpu.available<1"}, want: "--eviction-hard"},
+		{args: []string{"--eviction-hard", "nodefs.available<120%"}, want: "--eviction-hard"},
+		{args: []string{"--eviction-hard", "memory.available<-1Mi"}, want: "--eviction-hard"},
+		{args: []string{"--eviction-soft", "memory.available<1Gi"}, want: "--eviction-soft: grace period must be specified"},
+		{args: []string{"--eviction-soft-grace-period", "memory.available=soon"}, want: "--eviction-soft-grace-period"},
+		{args: []string{"--eviction-minimum-reclaim", "memory.available=lots"}, want: "--eviction-minimum-reclaim"},
+		{args: []string{"--eviction-max-pod-grace-period", "-1"}, want: "--eviction-max-pod-grace-period"},
+		{args: []string{"--eviction-pressure-transition-period", "-1s"}, want: "--eviction-pressure-transition-period"},
+		{args: []string{"--container-log-max-size", "big"}, want: "--container-log-max-size"},
+		{args: []string{"--container-log-max-size", "0"}, want: "--container-log-max-size"},
+		{args: []string{"--container-log-max-files", "1"}, want: "--container-log-max-files"},
+		{file: "evictionHard: {memory.available: lots}\n", want: "field evictionHard"},
+		{file: "evictionSoft: {memory.available: 1Gi}\n", want: "field evictionSoft"},
+		{file: "containerLogMaxFiles: 1\n", want: "field containerLogMaxFiles"},
 	} {
 		args := tc.args
 		if tc.file != "" {
@@ -176,6 +194,49 @@ func TestBadValuesNameTheFlagOrField(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v %q: error %v, want one naming %s", tc.args, tc.file, err, tc.want)
 		}
+	}
+}
+
+func TestEvictionFlags(t *testing.T) {
+	o := mustParse(t)
+	if got := o.cfg.EvictionThresholds; !reflect.DeepEqual(got, eviction.DefaultThresholds()) {
+		t.Errorf("default thresholds = %+v", got)
+	}
+	if o.cfg.EvictionPressureTransitionPeriod != 5*time.Minute || o.cfg.EvictionMaxPodGracePeriod != 0 ||
+		o.cfg.ContainerLogMaxSize != 10<<20 || o.cfg.ContainerLogMaxFiles != 5 {
+		t.Errorf("defaults: transition %s, max grace %d, log size %d, files %d", o.cfg.EvictionPressureTransitionPeriod,
+			o.cfg.EvictionMaxPodGracePeriod, o.cfg.ContainerLogMaxSize, o.cfg.ContainerLogMaxFiles)
+	}
+	// The file sets soft thresholds; the command line's --eviction-hard
+	// wins over the file's.
+	file := writeConfig(t, `evictionHard: {memory.available: 1Gi}
+evictionSoft: {memory.available: 2Gi}
+evictionSoftGracePeriod: {memory.available: 1m}
+evictionMinimumReclaim: {memory.available: 100Mi}
+evictionPressureTransitionPeriod: 30s
+evictionMaxPodGracePeriod: 15
+containerLogMaxSize: 1Mi
+containerLogMaxFiles: 2
+`)
+	o = mustParse(t, "--config", file, "--eviction-hard", "memory.available<500Mi,pid.available<5%")
+	reclaim := eviction.Value{Quantity: 100 << 20}
+	want := []eviction.Threshold{
+		{Signal: eviction.MemoryAvailable, Value: eviction.Value{Quantity: 500 << 20}, MinReclaim: &reclaim},
+		{Signal: eviction.PIDAvailable, Value: eviction.Value{Percentage: 0.05}},
+		{Signal: eviction.MemoryAvailable, Value: eviction.Value{Quantity: 2 << 30}, GracePeriod: time.Minute, MinReclaim: &reclaim},
+	}
+	if got := o.cfg.EvictionThresholds; !reflect.DeepEqual(got, want) {
+		t.Errorf("thresholds =\n%+v\nwant\n%+v", got, want)
+	}
+	if o.cfg.EvictionPressureTransitionPeriod != 30*time.Second || o.cfg.EvictionMaxPodGracePeriod != 15 ||
+		o.cfg.ContainerLogMaxSize != 1<<20 || o.cfg.ContainerLogMaxFiles != 2 {
+		t.Errorf("from the file: %+v", o.cfg)
+	}
+	if len(o.ignored) != 0 {
+		t.Errorf("ignored fields %v", o.ignored)
+	}
+	if o = mustParse(t, "--eviction-hard", ""); o.cfg.EvictionThresholds == nil || len(o.cfg.EvictionThresholds) != 0 {
+		t.Errorf("--eviction-hard \"\": thresholds %+v", o.cfg.EvictionThresholds)
 	}
 }
 

@@ -120,3 +120,17 @@ func checkPort(p, min int) error {
 	}
 	return nil
 }
+
+// parseLogMaxSize reads --container-log-max-size as upstream: a quantity
+// ("10Mi"), in bytes; 0 or negative is refused (the logger would rotate
+// at every line).
+func parseLogMaxSize(s string) (int64, error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q: %w", s, err)
+	}
+	if q.Sign() <= 0 {
+		return 0, fmt.Errorf("%s is not positive", s)
+	}
+	return q.Value(), nil
+}
