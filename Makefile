@@ -65,7 +65,8 @@ e2e: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./controlplane/storage/bolt/ ./controlplane/apiserver/ ./controlplane/scheduler/
-	$(GO) test -run '^$$' -bench 'PodStartup|DebugCommands|ProbeOverhead|Lab' -benchtime 1x -timeout 30m ./test/e2e/
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./nodelet/ ./eviction/
+	$(GO) test -run '^$$' -bench 'PodStartup|DebugCommands|ProbeOverhead|Lab|NodeMemory' -benchtime 1x -timeout 30m ./test/e2e/
 
 clean:
 	rm -rf $(BIN) _output
