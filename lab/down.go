@@ -172,7 +172,7 @@ func hasTasks(n *Node) bool {
 // files (a user's `tail -f` of a log) is only reported.
 func isLabProgram(argv0 string) bool {
 	switch base := filepath.Base(argv0); base {
-	case "nsenter", "containerd", "nodelet", "controlplane", "nodelet-lab", "runc", "pause":
+	case "nsenter", "containerd", "nodelet", "nodelet-logger", "controlplane", "nodelet-lab", "runc", "pause":
 		return true
 	default:
 		return strings.HasPrefix(base, "containerd-shim")
