@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -52,6 +53,10 @@ type Config struct {
 	// TokenAuthFile, if set, holds static bearer tokens (token,user,uid,"groups").
 	TokenAuthFile string
 	ServiceCIDR   string
+	// ClusterDNSIP is the ClusterIP of the kube-system/kube-dns Service,
+	// the address the nodelets serve the cluster DNS on (their
+	// --cluster-dns). Empty: the service CIDR's tenth address (10.96.0.10).
+	ClusterDNSIP string
 	// AdvertiseAddress is where pods and nodes reach the API server (the
 	// endpoints of default/kubernetes). Empty: the bind address, or the
 	// host's first global address when binding to all addresses.
@@ -92,6 +97,18 @@ func New(cfg Config) (*ControlPlane, error) {
 	}
 	if cfg.ServiceCIDR == "" {
 		cfg.ServiceCIDR = "10.96.0.0/12"
+	}
+	if cfg.ClusterDNSIP == "" {
+		ip, err := apiserver.ClusterDNSServiceIP(cfg.ServiceCIDR)
+		if err != nil {
+			return nil, fmt.Errorf("cluster DNS IP: %w", err)
+		}
+		cfg.ClusterDNSIP = ip.String()
+	}
+	if ip, err := netip.ParseAddr(cfg.ClusterDNSIP); err != nil {
+		return nil, fmt.Errorf("cluster DNS IP %q: %w", cfg.ClusterDNSIP, err)
+	} else if p, err := netip.ParsePrefix(cfg.ServiceCIDR); err != nil || !p.Contains(ip) {
+		return nil, fmt.Errorf("cluster DNS IP %s is not in the service CIDR %s", cfg.ClusterDNSIP, cfg.ServiceCIDR)
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -173,6 +190,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		ServiceCIDR:      c.cfg.ServiceCIDR,
 		AdvertiseAddress: advertise,
 		AdvertisePort:    c.cfg.SecurePort,
+		ClusterDNSIP:     c.cfg.ClusterDNSIP,
 		Version:          Version,
 		Nodes:            nodes,
 		Metrics:          metrics,

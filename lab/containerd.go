@@ -47,6 +47,12 @@ func startContainerd(n *Node) error {
 	if err := os.WriteFile(cfgPath, []byte(containerdConfig(n)), 0o644); err != nil {
 		return fmt.Errorf("node %s: write containerd config: %w", n.Name, err)
 	}
+	// The node's resolvers, for the names its cluster DNS forwards: the
+	// node's own loopback, where nothing answers (the lab has no way out,
+	// and it never sends the host's resolvers anything).
+	if err := os.WriteFile(filepath.Join(n.Dir, "resolv.conf"), []byte("nameserver 127.0.0.1\n"), 0o644); err != nil {
+		return fmt.Errorf("node %s: write resolv.conf: %w", n.Name, err)
+	}
 	pid, err := startDetached(n.ContainerdArgs, n.ContainerdLog)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)

@@ -174,7 +174,8 @@ func planNode(c *Config, t tools, st *State, i int) Node {
 		"--cni-conf-dir", filepath.Join(dir, "net.d"), "--cni-bin-dir", "/usr/lib/cni:/opt/cni/bin",
 		"--netns-dir", n.NetNSDir, "--cgroup-driver", "cgroupfs", "--cgroup-root", n.CgroupRoot,
 		"--image-dir", st.ImageDir, "--pause-binary", filepath.Join(c.BinDir, "pause"),
-		"--tls-cert-file", filepath.Join(dir, "serving.crt"), "--tls-private-key-file", filepath.Join(dir, "serving.key")})
+		"--tls-cert-file", filepath.Join(dir, "serving.crt"), "--tls-private-key-file", filepath.Join(dir, "serving.key"),
+		"--cluster-dns", "10.96.0.10", "--resolv-conf", filepath.Join(dir, "resolv.conf")})
 	n.NodeletArgs = append(n.NodeletArgs, c.NodeletArgs...)
 	return n
 }

@@ -99,8 +99,11 @@ type Config struct {
 	// runtime.RegistryConfig (0: serialized, as --serialize-image-pulls).
 	RegistryConfigDir     string
 	MaxParallelImagePulls int
-	ClusterDNS            []string
-	ClusterDomain         string
+	// ClusterDNS are the cluster DNS IPs the pods' resolv.conf names; the
+	// nodelet serves them itself (package clusterdns, on a local dummy
+	// interface) for ClusterDomain. Empty: no cluster DNS.
+	ClusterDNS    []string
+	ClusterDomain string
 
 	// The container garbage collection (once a minute, as upstream's
 	// kubelet): a dead container may go MinimumContainerTTLDuration after

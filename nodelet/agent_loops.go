@@ -156,6 +156,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	goRun("housekeeping", func(ctx context.Context) error { a.housekeeping(ctx, w); return nil })
 	goRun("eviction", w.evict.Run)
 	goRun("routes", func(ctx context.Context) error { return a.runPeerRoutes(ctx, cidr, w.node.Host().InternalIP) })
+	if len(a.cfg.ClusterDNS) > 0 { // --cluster-dns: this node serves the cluster DNS (clusterdns.go)
+		goRun("cluster dns", a.runClusterDNS)
+	}
 	<-ctx.Done()
 	return nil
 }

@@ -22,7 +22,7 @@ readonly CONTAINERD_SOCK=/run/containerd/containerd.sock
 readonly PORT=6443
 # What /etc/default/nodelet always holds (the package's defaults); the
 # node's name, address and --nodelet-arg follow.
-readonly NODELET_BASE_ARGS="--kubeconfig $NODE_ETC/kubeconfig --tls-cert-file $NODE_ETC/serving.crt --tls-private-key-file $NODE_ETC/serving.key --image-dir $NODE_IMAGES --pause-binary /usr/lib/nodelet/pause"
+readonly NODELET_BASE_ARGS="--kubeconfig $NODE_ETC/kubeconfig --tls-cert-file $NODE_ETC/serving.crt --tls-private-key-file $NODE_ETC/serving.key --image-dir $NODE_IMAGES --pause-binary /usr/lib/nodelet/pause --cluster-dns 10.96.0.10"
 readonly CONTROLPLANE_BASE_ARGS="--data-dir $CP_DATA"
 # Seconds to wait for the API server and for a node.
 TIMEOUT=${NODELET_INSTALL_TIMEOUT:-180}

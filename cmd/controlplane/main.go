@@ -60,6 +60,7 @@ func run(args []string) error {
 	fs.StringVar(&cfg.TokenAuthFile, "token-auth-file", "", "static bearer tokens: token,user,uid,\"group1,group2\" per line")
 	fs.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "address pods and nodes use to reach the API server (default: the bind address, or the host's first global address)")
 	fs.StringVar(&cfg.ServiceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "CIDR that Service cluster IPs are allocated from")
+	fs.StringVar(&cfg.ClusterDNSIP, "cluster-dns-ip", "", "cluster IP of the kube-system/kube-dns Service, where the nodelets serve the cluster DNS (their --cluster-dns; default: the tenth address of --service-cluster-ip-range, 10.96.0.10)")
 	fs.Int64Var(&cfg.Registry.DefaultNotReadyTolerationSeconds, "default-not-ready-toleration-seconds", 300, "tolerationSeconds added to pods for the not-ready taint")
 	fs.Int64Var(&cfg.Registry.DefaultUnreachableTolerationSeconds, "default-unreachable-toleration-seconds", 300, "tolerationSeconds added to pods for the unreachable taint")
 	fs.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "CIDR that node pod CIDRs are allocated from")

@@ -229,6 +229,24 @@ func (a *admission) nodePortsLocked(svc *corev1.Service, used map[int32]bool) ([
 	return reserved, nil
 }
 
+// ClusterDNSServiceIP is the default address of the cluster DNS (the
+// kube-dns Service), as kubeadm picks it: the tenth address of the service
+// CIDR (10.96.0.10 for 10.96.0.0/12).
+func ClusterDNSServiceIP(cidr string) (netip.Addr, error) {
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	ip := p.Masked().Addr()
+	for range 10 {
+		ip = ip.Next()
+	}
+	if !p.Contains(ip) {
+		return netip.Addr{}, fmt.Errorf("service CIDR %s has no tenth address", cidr)
+	}
+	return ip, nil
+}
+
 // FirstServiceIP is the address of the kubernetes Service: the first
 // address of the service CIDR.
 func FirstServiceIP(cidr string) (netip.Addr, error) {

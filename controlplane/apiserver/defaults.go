@@ -33,7 +33,39 @@ func (s *Server) EnsureDefaults(ctx context.Context) error {
 			return fmt.Errorf("create namespace %s: %w", name, err)
 		}
 	}
-	return s.ensureKubernetesService(ctx)
+	if err := s.ensureKubernetesService(ctx); err != nil {
+		return err
+	}
+	return s.ensureKubeDNSService(ctx)
+}
+
+// ensureKubeDNSService creates the kube-system/kube-dns Service, as
+// upstream clusters have it (no selector: every nodelet serves the cluster
+// DNS itself on ClusterDNSIP), which reserves the address. An existing one
+// is left as it is; an address already taken is logged, not fatal.
+func (s *Server) ensureKubeDNSService(ctx context.Context) error {
+	res := s.Resource("", "services")
+	if s.cfg.ClusterDNSIP == "" || res == nil {
+		return nil
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: metav1.NamespaceSystem,
+			Labels: map[string]string{"k8s-app": "kube-dns", "kubernetes.io/cluster-service": "true", "kubernetes.io/name": "KubeDNS"}},
+		Spec: corev1.ServiceSpec{ClusterIP: s.cfg.ClusterDNSIP, Ports: []corev1.ServicePort{
+			{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
+			{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)},
+		}},
+	}
+	setTypeMeta(res, svc)
+	_, err := s.create(ctx, res, svc, false)
+	switch {
+	case err == nil || apierrors.IsAlreadyExists(err):
+		return nil
+	case apierrors.IsInvalid(err):
+		s.log.Warn("kube-system/kube-dns not created: its cluster IP is not available", "clusterIP", s.cfg.ClusterDNSIP, "err", err)
+		return nil
+	}
+	return fmt.Errorf("create service kube-dns: %w", err)
 }
 
 // ensureKubernetesService creates (or corrects) the default/kubernetes

@@ -45,6 +45,11 @@ type Config struct {
 	// this server: the default/kubernetes Service's endpoints. Empty: none.
 	AdvertiseAddress string
 	AdvertisePort    int
+	// ClusterDNSIP is the ClusterIP of the kube-system/kube-dns Service
+	// EnsureDefaults creates, so that no other Service takes the address
+	// the nodelets serve the cluster DNS on (see ClusterDNSServiceIP).
+	// Empty: no kube-dns Service.
+	ClusterDNSIP string
 	// Ready reports readiness for /readyz beyond the server being up (may be nil).
 	Ready func() error
 	// Nodes reaches the nodelets for pods/log, exec, attach, portforward

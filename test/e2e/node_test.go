@@ -103,6 +103,14 @@ func startRealNode(t testing.TB, cp *controlPlane, name string, extraArgs ...str
 		"--pause-binary", filepath.Join(binDir, "pause"), "--image-dir", imageDir,
 		"--system-reserved", "cpu=100m,memory=100Mi",
 		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile}
+	// The node serves the cluster DNS as installed nodes do; names it
+	// forwards go to the node's own loopback (nothing answers there unless
+	// a test runs a resolver), never to the host's resolvers.
+	resolv := filepath.Join(n.dir, "resolv.conf")
+	if err := os.WriteFile(resolv, []byte("nameserver 127.0.0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.args = append(n.args, "--cluster-dns", "10.96.0.10", "--resolv-conf", resolv)
 	n.args = append(n.args, extraArgs...)
 	n.start()
 	t.Cleanup(n.stop)
