@@ -159,6 +159,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if len(a.cfg.ClusterDNS) > 0 { // --cluster-dns: this node serves the cluster DNS (clusterdns.go)
 		goRun("cluster dns", a.runClusterDNS)
 	}
+	goRun("service proxy", func(ctx context.Context) error { return a.runServiceProxy(ctx, cidr, w.node.Host().InternalIP) })
 	<-ctx.Done()
 	return nil
 }

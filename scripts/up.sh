@@ -46,7 +46,7 @@ cleanup() {
 		kill "${pids[0]}" 2>/dev/null && wait "${pids[0]}" 2>/dev/null || true
 	fi
 	ip link del "$BRIDGE" 2>/dev/null || true
-	bin/nodelet cleanup-network || true # the pods' masquerade rule (and routes, had there been peers)
+	bin/nodelet cleanup-network || true # the pods' masquerade rule, the cluster DNS address (and routes, had there been peers)
 	for h in /sys/fs/cgroup/*/ /sys/fs/cgroup/; do
 		[ -d "$h$CGROUP_ROOT" ] && find "$h$CGROUP_ROOT" -depth -type d -exec rmdir {} + 2>/dev/null || true
 	done
@@ -111,7 +111,7 @@ setsid bin/nodelet --kubeconfig "$KUBECONFIG" --node-name "$NODE_NAME" --root-di
 	--node-ip "$NODE_IP" --tls-cert-file "$DATA_DIR/nodelet-serving.crt" --tls-private-key-file "$DATA_DIR/nodelet-serving.key" \
 	--pod-log-dir "$DATA_DIR/pods" --containerd-address "$RUN_DIR/containerd.sock" \
 	--cni-conf-dir "$DATA_DIR/cni" --bridge-name "$BRIDGE" --netns-dir "$RUN_DIR/netns" \
-	--cgroup-root "$CGROUP_ROOT" --image-dir "$DATA_DIR/images" >"$DATA_DIR/nodelet.log" 2>&1 &
+	--cgroup-root "$CGROUP_ROOT" --image-dir "$DATA_DIR/images" --cluster-dns 10.96.0.10 >"$DATA_DIR/nodelet.log" 2>&1 &
 pids+=($!)
 started_node=true
 wait_for "node $NODE_NAME to be Ready" 300 sh -c \
@@ -140,6 +140,13 @@ kubectl get pods -o wide
 printf '%s' "$report"
 $answered || { echo "up: nginx does not answer on every pod IP; see $DATA_DIR/nodelet.log" >&2; exit 1; }
 
+# The sample's Service: the nodelet forwards its ClusterIP on the node
+# (from pods and from this host) and its cluster DNS names it.
+kubectl get service nginx-deployment >/dev/null 2>&1 || kubectl expose deployment nginx-deployment --port 80 >/dev/null
+CLUSTER_IP=$(kubectl get service nginx-deployment -o jsonpath='{.spec.clusterIP}')
+wait_for "nginx through its Service ($CLUSTER_IP)" 150 busybox wget -q -O /dev/null "http://$CLUSTER_IP/"
+echo "http://$CLUSTER_IP/ (Service nginx-deployment) answers"
+
 cat <<MSG
 
 A single-node cluster runs on this host: the control plane on
@@ -151,6 +158,9 @@ https://127.0.0.1:$PORT (state in $DATA_DIR) and node $NODE_NAME
     kubectl logs deployment/nginx-deployment
     kubectl exec -it deployment/nginx-deployment -- sh
     kubectl port-forward deployment/nginx-deployment 8080:80
+    busybox wget -qO- http://$CLUSTER_IP/          # the Service, from this host
+    kubectl run client -it --rm --restart=Never --image=busybox:1.36 -- wget -qO- http://nginx-deployment
+                                                    # the Service by name, from a pod
     kubectl top nodes; kubectl top pods
 
 Ctrl-C drains the node and stops everything; the cluster's state stays.

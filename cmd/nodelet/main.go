@@ -3,7 +3,7 @@
 //
 //	nodelet --kubeconfig FILE [--config KUBELET-CONFIG-FILE] [flags]
 //	nodelet --version
-//	nodelet cleanup-network    (uninstall: routes to other nodes, masquerade rule, cluster DNS addresses)
+//	nodelet cleanup-network    (uninstall: routes to other nodes, masquerade rule, service rules, cluster DNS addresses)
 package main
 
 import (
@@ -26,6 +26,7 @@ import (
 	"github.com/nodelet/nodelet/clusterdns"
 	"github.com/nodelet/nodelet/network"
 	"github.com/nodelet/nodelet/nodelet"
+	"github.com/nodelet/nodelet/proxy"
 	"github.com/nodelet/nodelet/sdnotify"
 )
 
@@ -106,14 +107,15 @@ func newLogger(level slog.Level) *slog.Logger {
 
 // cleanupNetwork removes what the nodelet added to the host's network
 // outside the pods: its routes to other nodes' pod CIDRs, its
-// masquerade rule, and the cluster DNS addresses (clusterdns.RemoveAddresses). For uninstalling; a
+// masquerade rule, the Service proxy's table and ClusterIP routes, and the
+// cluster DNS addresses (clusterdns.RemoveAddresses). For uninstalling; a
 // running nodelet would put them back.
 func cleanupNetwork(args []string) error {
 	fs := flag.NewFlagSet("nodelet cleanup-network", flag.ContinueOnError)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	return errors.Join(network.Cleanup(""), clusterdns.RemoveAddresses())
+	return errors.Join(network.Cleanup(""), proxy.Cleanup(""), clusterdns.RemoveAddresses())
 }
 
 // loggerBinary finds nodelet-logger (cmd/nodelet-logger) next to this
