@@ -348,6 +348,7 @@ func TestServicesAcrossNodes(t *testing.T) {
 		t.Fatalf("pod -> kubernetes Service %s:443: %v: %s %s", kube, err, out, errOut)
 	}
 	t.Logf("pod -> kubernetes Service %s:443 -> %s connected", kube, lab.ControlPlaneIP)
+	testInClusterClient(t, e)
 
 	// No pods left for the lab's down (their loggers end with them).
 	e.cp.must("delete", "service", "spread")
