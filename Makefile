@@ -66,6 +66,8 @@ e2e: build
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./controlplane/storage/bolt/ ./controlplane/apiserver/ ./controlplane/scheduler/
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./nodelet/ ./eviction/
+	$(GO) test -run '^$$' -bench . -benchtime 30x ./proxy/
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./clusterdns/
 	$(GO) test -run '^$$' -bench 'PodStartup|DebugCommands|ProbeOverhead|Lab|NodeMemory' -benchtime 1x -timeout 30m ./test/e2e/
 
 clean:
