@@ -456,7 +456,7 @@ expect "the rerun installs nothing and restarts nothing" sh -c "grep -q 'is inst
 step creds "install.sh node-credentials"
 step node1 "install.sh node: credentials, images, /etc/default/nodelet, containerd and nodelet started"
 expect "NODELET_ARGS: packaged ones + name, address, --nodelet-arg" grep -qx \
-	'NODELET_ARGS="--kubeconfig /etc/nodelet/kubeconfig --tls-cert-file /etc/nodelet/serving.crt --tls-private-key-file /etc/nodelet/serving.key --image-dir /var/lib/nodelet/images --pause-binary /usr/lib/nodelet/pause --node-name n1 --node-ip 127.0.0.2 --log-level=debug"' \
+	'NODELET_ARGS="--kubeconfig /etc/nodelet/kubeconfig --tls-cert-file /etc/nodelet/serving.crt --tls-private-key-file /etc/nodelet/serving.key --image-dir /var/lib/nodelet/images --pause-binary /usr/lib/nodelet/pause --cluster-dns 10.96.0.10 --node-name n1 --node-ip 127.0.0.2 --log-level=debug"' \
 	"$R/snap/node1/nodelet"
 expect "/etc/nodelet: kubeconfig 0600, serving.crt 0644, serving.key 0600" test \
 	"$(stat -c %a "$R/snap/node1/kubeconfig" "$R/snap/node1/serving.crt" "$R/snap/node1/serving.key" 2>/dev/null | tr '\n' ' ')" = "600 644 600 "
