@@ -10,11 +10,16 @@ import (
 	"github.com/nodelet/nodelet/eviction"
 )
 
-// hogBytes is what the BestEffort pod holds (busybox tail buffering a line
-// that never ends); the threshold sits at half of it below what the host
-// has, so the hog crosses it and its eviction uncrosses it, with 1.5 GiB
-// of slack either way for whatever else the machine runs meanwhile.
-const hogBytes = 3 << 30
+// hogBytes is what the BestEffort pod holds: hogTails busybox tails, each
+// buffering a line that never ends (one tail cannot hold more than 2 GiB:
+// it fails with "out of memory" and the hog would be gone before the
+// eviction manager's next pass). The threshold sits at half of it below
+// what the host has, so the hog crosses it and its eviction uncrosses it,
+// with 3 GiB of slack either way for whatever else the machine does.
+const (
+	hogTails = 8
+	hogBytes = hogTails * 768 << 20
+)
 
 // TestEvictionOnRealNode runs the real nodelet with a memory.available
 // hard threshold set relative to what this machine has: a BestEffort pod
@@ -50,7 +55,7 @@ func TestEvictionOnRealNode(t *testing.T) {
 	cp.mustStdin(guaranteedPod, "apply", "-f", "-")
 	cp.must("wait", "--for=condition=Ready", "pod/guaranteed", "--timeout=60s")
 	cp.must("run", "hog", "--image=busybox:1.36", "--image-pull-policy=IfNotPresent", "--restart=Never", "--",
-		"sh", "-c", fmt.Sprintf("(head -c %d /dev/zero; sleep 3600) | tail", hogBytes))
+		"sh", "-c", fmt.Sprintf("for i in $(seq %d); do (head -c %d /dev/zero; sleep 3600) | tail & done; wait", hogTails, hogBytes/hogTails))
 
 	waitUntil(t, 90*time.Second, "the hog evicted", func() bool {
 		out, _, _ := cp.kubectl("get", "pod", "hog", "-o", "jsonpath={.status.phase}/{.status.reason}")
