@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -107,12 +108,13 @@ func TestAddressesInNetns(t *testing.T) {
 		}
 
 		// Served on the address: port 53, UDP and TCP.
-		src, err := NewInformerSource(fake.NewClientset(testObjects()...))
+		f := informers.NewSharedInformerFactory(fake.NewClientset(testObjects()...), 0)
+		src, err := NewInformerSource(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		defer src.Shutdown()
+		defer f.Shutdown()
 		defer cancel()
 		if !src.Start(ctx) {
 			t.Fatal("informers did not sync")

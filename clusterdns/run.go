@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/informers"
 )
 
 // resolvConfRecheck is how often the node's resolv.conf is read again
@@ -21,7 +21,9 @@ const resolvConfRecheck = 30 * time.Second
 
 // RunConfig is the node's cluster DNS.
 type RunConfig struct {
-	Client kubernetes.Interface
+	// Informers is the node's shared factory (Services, EndpointSlices);
+	// its owner starts and shuts it down.
+	Informers informers.SharedInformerFactory
 	// ClusterDNS are the IPs served (--cluster-dns); Domain the cluster
 	// domain (--cluster-domain).
 	ClusterDNS []string
@@ -70,13 +72,10 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		}
 		cfg.Log.Info("cluster DNS addresses", "interface", link, "ips", cfg.ClusterDNS)
 	}
-	src, err := NewInformerSource(cfg.Client)
+	src, err := NewInformerSource(cfg.Informers)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer src.Shutdown() // after cancel
-	defer cancel()
 	if !src.Start(ctx) {
 		return nil
 	}

@@ -20,6 +20,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 )
@@ -178,12 +179,13 @@ func startServer(t testing.TB, upstreams []string, objs ...runtime.Object) (*tes
 func startServerWith(t testing.TB, cfg Config, objs ...runtime.Object) (*testServer, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	src, err := NewInformerSource(client)
+	f := informers.NewSharedInformerFactory(client, 0)
+	src, err := NewInformerSource(f)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() { cancel(); src.Shutdown() })
+	t.Cleanup(func() { cancel(); f.Shutdown() })
 	if !src.Start(ctx) {
 		t.Fatal("informers did not sync")
 	}
@@ -567,11 +569,12 @@ func TestRunOnLoopback(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("nameserver 127.0.0.1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	client := fake.NewClientset(testObjects()...)
+	f := informers.NewSharedInformerFactory(fake.NewClientset(testObjects()...), 0)
 	ctx, cancel := context.WithCancel(context.Background())
+	defer f.Shutdown() // after cancel
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, RunConfig{Client: client, ClusterDNS: []string{"127.0.0.1"}, Domain: "cluster.local",
+		done <- Run(ctx, RunConfig{Informers: f, ClusterDNS: []string{"127.0.0.1"}, Domain: "cluster.local",
 			ResolvConf: conf, Port: port, KeepAddresses: true})
 	}()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
@@ -607,4 +610,25 @@ func TestRunOnLoopback(t *testing.T) {
 		t.Fatalf("TCP socket still open after Run: %v", err)
 	}
 	ln.Close()
+}
+
+// A source made again on the same shared factory (Run started again after
+// a failure) keeps working.
+func TestInformerSourceTwiceOnOneFactory(t *testing.T) {
+	f := informers.NewSharedInformerFactory(fake.NewClientset(testObjects()...), 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer f.Shutdown()
+	defer cancel()
+	for i := range 2 {
+		src, err := NewInformerSource(f)
+		if err != nil {
+			t.Fatalf("source %d: %v", i, err)
+		}
+		if !src.Start(ctx) {
+			t.Fatal("informers did not sync")
+		}
+		if got := src.ServicesByClusterIP(netip.MustParseAddr("10.96.0.1")); len(got) != 1 {
+			t.Fatalf("source %d: services at 10.96.0.1: %d, want 1", i, len(got))
+		}
+	}
 }

@@ -7,9 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -33,58 +31,56 @@ const (
 	addressIndex   = "address"
 )
 
-// InformerSource is a Source over client-go informers of every namespace's
-// Services and EndpointSlices. No Pods: pod records are answered for any
-// address, as the specification requires (CoreDNS's "pods insecure"), so
-// no node has to watch every pod of the cluster.
+// InformerSource is a Source over the Services and EndpointSlices
+// informers of a shared factory (the nodelet's one, which the proxy and
+// the pods' environment use too: one watch of each per node). No Pods: pod
+// records are answered for any address, as the specification requires
+// (CoreDNS's "pods insecure"), so no node has to watch every pod.
 type InformerSource struct {
 	factory  informers.SharedInformerFactory
 	services cache.SharedIndexInformer
 	slices   cache.SharedIndexInformer
 }
 
-// NewInformerSource makes the informers; Start runs them.
-func NewInformerSource(client kubernetes.Interface) (*InformerSource, error) {
-	f := informers.NewSharedInformerFactory(client, 0)
+// NewInformerSource takes f's informers and adds the indexes DNS looks
+// up by; Start runs them. The factory's owner shuts it down.
+func NewInformerSource(f informers.SharedInformerFactory) (*InformerSource, error) {
 	s := &InformerSource{factory: f,
 		services: f.Core().V1().Services().Informer(),
 		slices:   f.Discovery().V1().EndpointSlices().Informer(),
 	}
-	if err := s.services.AddIndexers(cache.Indexers{clusterIPIndex: serviceClusterIPs}); err != nil {
+	if err := addIndexers(s.services, cache.Indexers{clusterIPIndex: serviceClusterIPs}); err != nil {
 		return nil, fmt.Errorf("clusterdns: service index: %w", err)
 	}
-	if err := s.slices.AddIndexers(cache.Indexers{serviceIndex: sliceService, addressIndex: sliceAddresses}); err != nil {
+	if err := addIndexers(s.slices, cache.Indexers{serviceIndex: sliceService, addressIndex: sliceAddresses}); err != nil {
 		return nil, fmt.Errorf("clusterdns: endpointslice index: %w", err)
-	}
-	// Every node holds every Service and EndpointSlice: drop what DNS
-	// never reads.
-	for _, inf := range []cache.SharedIndexInformer{s.services, s.slices} {
-		if err := inf.SetTransform(slim); err != nil {
-			return nil, fmt.Errorf("clusterdns: informer transform: %w", err)
-		}
 	}
 	return s, nil
 }
 
-// slim drops managed fields and annotations (kubectl's last-applied
-// configuration can be larger than the object).
-func slim(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetManagedFields(nil)
-		m.SetAnnotations(nil)
+// addIndexers adds the indexes inf lacks: a Run started again after a
+// failure finds those of the first one on the shared informer.
+func addIndexers(inf cache.SharedIndexInformer, idx cache.Indexers) error {
+	have := inf.GetIndexer().GetIndexers()
+	missing := cache.Indexers{}
+	for name, f := range idx {
+		if _, ok := have[name]; !ok {
+			missing[name] = f
+		}
 	}
-	return obj, nil
+	if len(missing) == 0 {
+		return nil
+	}
+	return inf.AddIndexers(missing)
 }
 
-// Start runs the informers until ctx ends and waits for their first
-// lists; false if ctx ended first.
+// Start starts the factory's informers not running yet (none, when the
+// owner started it) and waits for their first lists; false if ctx ended
+// first.
 func (s *InformerSource) Start(ctx context.Context) bool {
 	s.factory.Start(ctx.Done())
 	return cache.WaitForCacheSync(ctx.Done(), s.services.HasSynced, s.slices.HasSynced)
 }
-
-// Shutdown waits for the informers' goroutines once Start's ctx ended.
-func (s *InformerSource) Shutdown() { s.factory.Shutdown() }
 
 func serviceClusterIPs(obj any) ([]string, error) {
 	svc, ok := obj.(*corev1.Service)

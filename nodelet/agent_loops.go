@@ -157,9 +157,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	goRun("eviction", w.evict.Run)
 	goRun("routes", func(ctx context.Context) error { return a.runPeerRoutes(ctx, cidr, w.node.Host().InternalIP) })
 	if len(a.cfg.ClusterDNS) > 0 { // --cluster-dns: this node serves the cluster DNS (clusterdns.go)
-		goRun("cluster dns", a.runClusterDNS)
+		goRun("cluster dns", func(ctx context.Context) error { return a.runClusterDNS(ctx, w.svcFactory) })
 	}
-	goRun("service proxy", func(ctx context.Context) error { return a.runServiceProxy(ctx, cidr, w.node.Host().InternalIP) })
+	goRun("service proxy", func(ctx context.Context) error {
+		return a.runServiceProxy(ctx, w.svcFactory, cidr, w.node.Host().InternalIP)
+	})
 	<-ctx.Done()
 	return nil
 }
@@ -210,8 +212,13 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 			recorder.Eventf(podReference(pod, containerFieldPath(pod, container)), eventtype, reason, "%s", message)
 		},
 	})
-	w.svcFactory = informers.NewSharedInformerFactory(a.client, 0)
+	// One factory of Services and EndpointSlices serves the pods'
+	// environment, the proxy and the cluster DNS: one watch of each per
+	// node. Every node holds all of them, so what none of those reads
+	// (managed fields, annotations) is dropped on arrival.
+	w.svcFactory = informers.NewSharedInformerFactoryWithOptions(a.client, 0, informers.WithTransform(dropUnread))
 	svcInformer := w.svcFactory.Core().V1().Services()
+	w.svcFactory.Discovery().V1().EndpointSlices().Informer() // registered before Start
 	resolv, err := a.hostResolvConf()
 	if err != nil {
 		return nil, err

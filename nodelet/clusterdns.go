@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/client-go/informers"
+
 	"github.com/nodelet/nodelet/clusterdns"
 )
 
@@ -16,10 +18,10 @@ const clusterDNSRetry = 5 * time.Second
 // failure. The IPs stay on the node's nodelet-dns interface when it
 // stops, so a restarted nodelet serves at once; `nodelet cleanup-network`
 // removes them.
-func (a *Agent) runClusterDNS(ctx context.Context) error {
+func (a *Agent) runClusterDNS(ctx context.Context, svcs informers.SharedInformerFactory) error {
 	log := a.log.With("component", "clusterdns")
 	for {
-		err := clusterdns.Run(ctx, clusterdns.RunConfig{Client: a.client, ClusterDNS: a.cfg.ClusterDNS,
+		err := clusterdns.Run(ctx, clusterdns.RunConfig{Informers: svcs, ClusterDNS: a.cfg.ClusterDNS,
 			Domain: a.cfg.ClusterDomain, ResolvConf: a.cfg.ResolvConf, Log: log})
 		if ctx.Err() != nil {
 			return nil

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -70,4 +71,16 @@ func (s *Syncer) envObjects(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 		}
 	}
 	return objs, nil
+}
+
+// dropUnread is the transform of the node's Services and EndpointSlices
+// informers: managed fields and annotations (kubectl's last-applied
+// configuration can be larger than the object) are read by none of their
+// users.
+func dropUnread(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+		m.SetAnnotations(nil)
+	}
+	return obj, nil
 }

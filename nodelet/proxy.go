@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"net/netip"
 
+	"k8s.io/client-go/informers"
+
 	"github.com/nodelet/nodelet/proxy"
 )
 
 // runServiceProxy runs the Service data plane (package proxy) for this
 // node: nft rules for every Service's ClusterIPs, NodePorts and external
 // IPs, except the cluster DNS addresses, which the nodelet serves itself.
-func (a *Agent) runServiceProxy(ctx context.Context, podCIDR, nodeIP string) error {
+func (a *Agent) runServiceProxy(ctx context.Context, svcs informers.SharedInformerFactory, podCIDR, nodeIP string) error {
 	cidr, err := netip.ParsePrefix(podCIDR)
 	if err != nil {
 		return fmt.Errorf("proxy: pod CIDR %q: %w", podCIDR, err)
@@ -26,6 +28,6 @@ func (a *Agent) runServiceProxy(ctx context.Context, podCIDR, nodeIP string) err
 			skip = append(skip, dns.Unmap())
 		}
 	}
-	return proxy.Run(ctx, proxy.Config{Client: a.client, NodeName: a.cfg.NodeName, NodeIP: ip.Unmap(),
+	return proxy.Run(ctx, proxy.Config{Client: a.client, Informers: svcs, NodeName: a.cfg.NodeName, NodeIP: ip.Unmap(),
 		PodCIDR: cidr.Masked(), SkipClusterIPs: skip, Log: a.log.With("component", "proxy")})
 }

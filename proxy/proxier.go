@@ -33,8 +33,13 @@ const labelServiceProxyName = "service.kubernetes.io/service-proxy-name"
 
 // Config is what the proxy needs of the node.
 type Config struct {
-	Client   kubernetes.Interface
-	NodeName string
+	// Client watches the node's own Node; Informers is the node's shared
+	// factory of Services and EndpointSlices (the cluster DNS and the
+	// pods' environment use it too: one watch of each per node), started
+	// and shut down by its owner.
+	Client    kubernetes.Interface
+	Informers informers.SharedInformerFactory
+	NodeName  string
 	// NodeIP is the node's InternalIP: a NodePort address and the source
 	// of the ClusterIP routes (see Executor). The Node's other addresses
 	// (status.addresses InternalIP/ExternalIP) are NodePort addresses too.
@@ -92,11 +97,17 @@ func Run(ctx context.Context, cfg Config) error {
 		UpdateFunc: func(any, any) { wake() },
 		DeleteFunc: func(any) { wake() },
 	}
-	factory := informers.NewSharedInformerFactory(cfg.Client, 0)
+	factory := cfg.Informers
 	svcs := factory.Core().V1().Services()
 	eps := factory.Discovery().V1().EndpointSlices()
-	svcs.Informer().AddEventHandler(handler)
-	eps.Informer().AddEventHandler(handler)
+	// The informers are shared: the handlers go when the proxy does.
+	for _, inf := range []cache.SharedIndexInformer{svcs.Informer(), eps.Informer()} {
+		reg, err := inf.AddEventHandler(handler)
+		if err != nil {
+			return fmt.Errorf("proxy: watch services: %w", err)
+		}
+		defer inf.RemoveEventHandler(reg)
+	}
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
@@ -114,7 +125,6 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	factory.Start(ctx.Done())
 	nodeFactory.Start(ctx.Done())
-	defer factory.Shutdown()
 	defer nodeFactory.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), svcs.Informer().HasSynced, eps.Informer().HasSynced, nodes.Informer().HasSynced) {
 		return nil // ctx ended
