@@ -403,15 +403,9 @@ func shimPIDs(b testing.TB, node *realNode) []int {
 // procsWithArg lists the processes with arg in their command line.
 func procsWithArg(arg string) []int {
 	var out []int
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-		if err == nil && bytes.Contains(cmdline, []byte(arg)) {
-			out = append(out, pid)
+	for _, p := range processes() {
+		if strings.Contains(p.cmdline, arg) {
+			out = append(out, p.pid)
 		}
 	}
 	return out

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -73,18 +72,9 @@ func runPod(t *testing.T, cp *controlPlane, name, script string) {
 func nodeProcesses(t *testing.T, node *realNode) []string {
 	t.Helper()
 	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(bytes.TrimRight(cmdline, "\x00")), "\x00")
-		if filepath.Dir(args[0]) == binDir && (strings.Contains(string(cmdline), node.dir) || !strings.Contains(string(cmdline), "--")) {
-			out = append(out, e.Name()+" "+strings.Join(args, " "))
+	for _, p := range processes() {
+		if filepath.Dir(p.args[0]) == binDir && (strings.Contains(p.cmdline, node.dir) || !strings.Contains(p.cmdline, "--")) {
+			out = append(out, strconv.Itoa(p.pid)+" "+strings.Join(p.args, " "))
 		}
 	}
 	return out
@@ -204,15 +194,9 @@ func testLoggerKilled(t *testing.T, cp *controlPlane, node *realNode) {
 }
 
 func loggerPIDOrZero(node *realNode) int {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if bytes.Contains(cmdline, []byte("nodelet-logger")) && bytes.Contains(cmdline, []byte(node.dir)) {
-			return pid
+	for _, p := range processes() {
+		if filepath.Base(p.args[0]) == "nodelet-logger" && strings.Contains(p.cmdline, node.dir) {
+			return p.pid
 		}
 	}
 	return 0

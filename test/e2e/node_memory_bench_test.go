@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,41 +54,12 @@ func BenchmarkNodeMemory(b *testing.B) {
 func nodeMemory(b testing.TB, node *realNode) map[string]float64 {
 	b.Helper()
 	out := map[string]float64{}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		b.Fatal(err)
-	}
-	nodelet := node.cmd.Process.Pid
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(bytes.TrimRight(cmdline, "\x00")), "\x00")
-		kind := ""
-		switch {
-		case pid == nodelet:
-			kind = "nodelet"
-		case filepath.Base(args[0]) == "nodelet-logger":
-			kind = "logging" // the node's logger
-		case len(args) > 1 && args[1] == "nodelet-cri-log":
-			kind = "logging" // a per-container log driver (before the logger)
-		case strings.Contains(args[0], "containerd-shim") && strings.Contains(string(cmdline), node.ctdAddr):
-			kind = "shims"
-		case strings.HasSuffix(args[0], "containerd") && strings.Contains(string(cmdline), node.ctdAddr):
-			kind = "containerd"
-		}
+	for _, p := range processes() {
+		kind := memoryKind(p, node)
 		if kind == "" {
 			continue
 		}
-		if kind == "logging" && !strings.Contains(string(cmdline), node.dir) {
-			continue // another node's
-		}
-		pss, err := pssMB(pid)
+		pss, err := pssMB(p.pid)
 		if err != nil {
 			continue // exited meanwhile
 		}
@@ -101,6 +71,25 @@ func nodeMemory(b testing.TB, node *realNode) map[string]float64 {
 		b.Fatalf("node processes not found: %v", out)
 	}
 	return out
+}
+
+// memoryKind tells which of the node's parts p is ("" for none).
+func memoryKind(p proc, node *realNode) string {
+	switch {
+	case p.pid == node.cmd.Process.Pid:
+		return "nodelet"
+	case !strings.Contains(p.cmdline, node.dir) && !strings.Contains(p.cmdline, node.ctdAddr):
+		return "" // another node's, or no node's
+	case filepath.Base(p.args[0]) == "nodelet-logger":
+		return "logging" // the node's logger
+	case len(p.args) > 1 && p.args[1] == "nodelet-cri-log":
+		return "logging" // a per-container log driver (before the logger)
+	case strings.Contains(p.args[0], "containerd-shim") && strings.Contains(p.cmdline, node.ctdAddr):
+		return "shims"
+	case strings.HasSuffix(p.args[0], "containerd") && strings.Contains(p.cmdline, node.ctdAddr):
+		return "containerd"
+	}
+	return ""
 }
 
 // pssMB reads a process's Pss from smaps_rollup.

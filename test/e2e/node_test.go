@@ -308,18 +308,9 @@ func (n *realNode) holdsPod(t testing.TB, uid types.UID) bool {
 // containerd.
 func (n *realNode) shims(t testing.TB) int {
 	t.Helper()
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatalf("read /proc: %v", err)
-	}
 	count := 0
-	for _, p := range procs {
-		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(cmdline), "\x00")
-		if strings.HasSuffix(args[0], "containerd-shim-runc-v2") && strings.Contains(string(cmdline), n.ctdAddr) {
+	for _, p := range processes() {
+		if strings.HasSuffix(p.args[0], "containerd-shim-runc-v2") && strings.Contains(p.cmdline, n.ctdAddr) {
 			count++
 		}
 	}
