@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/vishvananda/netns"
 )
 
 // dnsManifest: busybox httpd pods behind a ClusterIP Service (named port)
@@ -246,30 +244,10 @@ func startUpstreamInNetns(t *testing.T, nsPath string) *fakeResolver {
 
 // listenPacketInNetns opens a UDP socket inside the namespace at nsPath
 // (the thread that entered it is never unlocked, so Go ends it).
-func listenPacketInNetns(nsPath, addr string) (net.PacketConn, error) {
-	type result struct {
-		pc  net.PacketConn
-		err error
+func listenPacketInNetns(nsPath, addr string) (pc net.PacketConn, err error) {
+	err = inNetns(nsPath, func() error { pc, err = net.ListenPacket("udp", addr); return err })
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
-	ch := make(chan result, 1)
-	go func() {
-		goruntime.LockOSThread() // never unlocked: the thread dies with us
-		h, err := netns.GetFromPath(nsPath)
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			ch <- result{err: err}
-			return
-		}
-		pc, err := net.ListenPacket("udp", addr)
-		ch <- result{pc, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		return nil, fmt.Errorf("listen %s: %w", addr, r.err)
-	}
-	return r.pc, nil
+	return pc, nil
 }

@@ -384,32 +384,32 @@ func pipe(in net.Conn, addr string, track func(net.Conn, bool)) {
 	track(out, false)
 }
 
-// listenInNetns opens a listener inside the namespace at nsPath. The
-// socket keeps its namespace for life; the thread that entered the
-// namespace is never unlocked, so Go ends it instead of reusing it.
-func listenInNetns(nsPath, addr string) (net.Listener, error) {
-	type result struct {
-		ln  net.Listener
-		err error
-	}
-	ch := make(chan result, 1)
+// inNetns runs f on a thread inside the namespace at nsPath; sockets f
+// opens keep that namespace for life. The thread is never unlocked, so Go
+// ends it instead of reusing it in the wrong namespace.
+func inNetns(nsPath string, f func() error) error {
+	ch := make(chan error, 1)
 	go func() {
 		goruntime.LockOSThread() // never unlocked: the thread dies with us
 		h, err := netns.GetFromPath(nsPath)
 		if err != nil {
-			ch <- result{err: err}
+			ch <- err
 			return
 		}
 		defer h.Close()
 		if err := netns.Set(h); err != nil {
-			ch <- result{err: err}
+			ch <- err
 			return
 		}
-		ln, err := net.Listen("tcp", addr)
-		ch <- result{ln, err}
+		ch <- f()
 	}()
-	r := <-ch
-	return r.ln, r.err
+	return <-ch
+}
+
+// listenInNetns opens a TCP listener inside the namespace at nsPath.
+func listenInNetns(nsPath, addr string) (ln net.Listener, err error) {
+	err = inNetns(nsPath, func() error { ln, err = net.Listen("tcp", addr); return err })
+	return ln, err
 }
 
 // cgroupHierarchies are the mounted cgroup hierarchies (one on v2).

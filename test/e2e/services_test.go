@@ -7,14 +7,13 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/lab"
@@ -120,7 +119,7 @@ func TestServicesOnRealNode(t *testing.T) {
 	// From the node itself (output path) and on the NodePort.
 	for _, u := range []string{url, "http://" + node.ip + ":" + nodePort + "/"} {
 		out, err := node.httpGet(u)
-		if err != nil || !containsString(pods, strings.TrimSpace(out)) {
+		if err != nil || !slices.Contains(pods, strings.TrimSpace(out)) {
 			t.Fatalf("GET %s from the node: %v: %q", u, err, out)
 		}
 	}
@@ -154,7 +153,7 @@ func TestServicesOnRealNode(t *testing.T) {
 	// A nodelet crash leaves the rules in place: the service answers
 	// while the nodelet is down, and after its restart.
 	node.kill()
-	if out, err := node.httpGet(url); err != nil || !containsString(pods, strings.TrimSpace(out)) {
+	if out, err := node.httpGet(url); err != nil || !slices.Contains(pods, strings.TrimSpace(out)) {
 		t.Fatalf("ClusterIP with the nodelet down: %v: %q", err, out)
 	}
 	node.start()
@@ -246,38 +245,16 @@ func runningPodNames(t *testing.T, cp *controlPlane, selector string, want int) 
 	return names
 }
 
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // dial opens (and closes) a TCP connection from inside the node's
 // namespace, bounded by timeout.
 func (n *realNode) dial(addr string, timeout time.Duration) error {
-	ch := make(chan error, 1)
-	go func() {
-		goruntime.LockOSThread() // never unlocked: the thread dies with us
-		h, err := netns.GetFromPath("/run/netns/" + n.netns)
-		if err != nil {
-			ch <- err
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			ch <- err
-			return
-		}
+	return inNetns("/run/netns/"+n.netns, func() error {
 		c, err := net.DialTimeout("tcp", addr, timeout)
 		if err == nil {
 			c.Close()
 		}
-		ch <- err
-	}()
-	return <-ch
+		return err
+	})
 }
 
 // TestServicesAcrossNodes: with two lab nodes, a ClusterIP spreads over
