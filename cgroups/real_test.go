@@ -24,6 +24,8 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 const cgroupMount = "/sys/fs/cgroup"
@@ -86,7 +88,7 @@ func testCgroupRoot(t *testing.T) string {
 // startSleep starts a sleep that t.Cleanup kills (if still running).
 func startSleep(t *testing.T) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command("sleep", "60")
+	cmd := hosttools.Command("sleep", "60")
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start sleep: %v", err)
 	}

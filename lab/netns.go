@@ -5,16 +5,17 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"regexp"
 	"strings"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 // The lab's network is made with iproute2's `ip`, the commands one would
 // type to build it by hand (see the comments for what each step gives).
 
 func ip(args ...string) error {
-	out, err := exec.Command("ip", args...).CombinedOutput()
+	out, err := hosttools.Command("ip", args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}

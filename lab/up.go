@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodelet/nodelet/controlplane/pki"
+	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/test/images"
 )
 
@@ -117,9 +118,9 @@ func lookTools() (tools, error) {
 		name string
 		dst  *string
 	}{{"nsenter", &t.nsenter}, {"containerd", &t.containerd}, {"runc", new(string)}, {"ip", new(string)}} {
-		path, err := exec.LookPath(p.name)
+		path, err := hosttools.Path(p.name)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s is not installed: %w", p.name, err))
+			errs = append(errs, err)
 		}
 		*p.dst = path
 	}

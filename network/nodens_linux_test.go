@@ -12,6 +12,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 // The tests that set up real pod networks run inside a network namespace
@@ -63,10 +65,8 @@ func requireRootNetTools(t *testing.T) {
 		t.Fatalf("pod network tests need root (netns, bridge, iptables); running as uid %d", os.Geteuid())
 	}
 	requirePlugins(t)
-	for _, tool := range []string{"nsenter", "busybox", "iptables"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not installed (util-linux, busybox-static, iptables): %v", tool, err)
-		}
+	if err := hosttools.Check("nsenter", "busybox", "iptables"); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -119,7 +119,7 @@ func unescapeMountPath(s string) string {
 
 // nsExec runs a command inside the netns at nsPath.
 func nsExec(nsPath string, args ...string) (string, error) {
-	out, err := exec.Command("nsenter", append([]string{"--net=" + nsPath}, args...)...).CombinedOutput()
+	out, err := hosttools.Command("nsenter", append([]string{"--net=" + nsPath}, args...)...).CombinedOutput()
 	return string(out), err
 }
 

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 const testPodCIDR = "10.244.7.0/24"
@@ -65,7 +66,7 @@ func cacheEntries(t *testing.T, n *Network, id string) int {
 
 func natRules(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("iptables", "-t", "nat", "-S").CombinedOutput()
+	out, err := hosttools.Command("iptables", "-t", "nat", "-S").CombinedOutput()
 	if err != nil {
 		t.Fatalf("iptables -t nat -S: %v\n%s", err, out)
 	}

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 // The routes tests act in network namespaces they create under a
@@ -31,10 +32,8 @@ func routesTestNetNS(t *testing.T, name string) (string, *netlink.Handle) {
 	if os.Geteuid() != 0 {
 		t.Fatalf("routes tests need root (netns, routes, nftables); running as uid %d", os.Geteuid())
 	}
-	for _, tool := range []string{"nsenter", "nft"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not installed (util-linux, nftables): %v", tool, err)
-		}
+	if err := hosttools.Check("nsenter", "nft"); err != nil {
+		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), name)
 	if err := createNetNS(path); err != nil {
@@ -144,7 +143,7 @@ func mapsEqual(a, b map[string]string) bool {
 
 // nftList lists the nodelet's table of family in the netns at ns.
 func nftList(ns, family string) (string, error) {
-	out, err := exec.Command("nsenter", "--net="+ns, "nft", "list", "table", family, masqTable).CombinedOutput()
+	out, err := hosttools.Command("nsenter", "--net="+ns, "nft", "list", "table", family, masqTable).CombinedOutput()
 	return string(out), err
 }
 
@@ -195,7 +194,7 @@ func chainRules(listing, chain string) []string {
 
 func nsRun(t *testing.T, ns string, args ...string) {
 	t.Helper()
-	if out, err := exec.Command("nsenter", append([]string{"--net=" + ns}, args...)...).CombinedOutput(); err != nil {
+	if out, err := hosttools.Command("nsenter", append([]string{"--net=" + ns}, args...)...).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %v\n%s", args, err, out)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/cgroups"
+	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/network"
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
@@ -63,10 +64,8 @@ func inNodeNetns(t *testing.T, body func(t *testing.T, base string)) {
 	if os.Geteuid() != 0 {
 		t.Fatalf("the sync test needs root (containerd, netns, cgroups); uid %d", os.Geteuid())
 	}
-	for _, tool := range []string{"containerd", "runc", "busybox", "iptables", "/usr/lib/cni/bridge", "/usr/lib/cni/host-local"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not installed: %v", tool, err)
-		}
+	if err := hosttools.Check("containerd", "runc", "busybox", "iptables", "/usr/lib/cni/bridge", "/usr/lib/cni/host-local"); err != nil {
+		t.Fatal(err)
 	}
 	base := t.TempDir()
 	t.Cleanup(func() { unmountUnder(t, base) })
@@ -327,7 +326,7 @@ func TestSyncPodLifecycle(t *testing.T) {
 				len(rs0.Containers), len(rs1.Containers), len(rs0.Sandboxes), len(rs1.Sandboxes))
 		}
 		// The pod answers from the node netns (traffic stays in our namespaces).
-		if out, err := exec.Command(images.BusyboxBinary, "ping", "-c1", "-W2", st.PodIP).CombinedOutput(); err != nil {
+		if out, err := hosttools.Command("busybox", "ping", "-c1", "-W2", st.PodIP).CombinedOutput(); err != nil {
 			t.Errorf("ping %s: %v\n%s", st.PodIP, err, out)
 		}
 		netnsPath := rs1.LatestSandbox().NetNSPath

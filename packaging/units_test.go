@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 // product is one installed program: its unit, the variable its unit passes
@@ -30,7 +32,7 @@ var products = []product{
 // an unverified unit must not pass.
 func systemdAnalyze(t *testing.T) string {
 	t.Helper()
-	path, err := exec.LookPath("systemd-analyze")
+	path, err := hosttools.Path("systemd-analyze")
 	if err != nil {
 		t.Fatalf("systemd-analyze is needed to verify the units (Debian: apt-get install systemd): %v", err)
 	}

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	goruntime "runtime"
 	"slices"
 	"strings"
@@ -21,6 +20,8 @@ import (
 	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 // testNetns makes a network namespace for the test (lo up, a veth pair
@@ -31,23 +32,21 @@ func testNetns(t testing.TB) string {
 	if os.Geteuid() != 0 {
 		t.Fatalf("the proxy tests need root (ip netns, nftables); running as uid %d", os.Geteuid())
 	}
-	for _, tool := range []string{"ip", "nft", "nsenter"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not installed: %v", tool, err)
-		}
+	if err := hosttools.Check("ip", "nft", "nsenter"); err != nil {
+		t.Fatal(err)
 	}
 	b := make([]byte, 4)
 	rand.Read(b)
 	name := "nlproxy-" + hex.EncodeToString(b)
 	run := func(args ...string) {
 		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		if out, err := hosttools.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
 	run("netns", "add", name)
 	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+		if out, err := hosttools.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
 			t.Errorf("ip netns del %s: %v: %s", name, err, out)
 		}
 	})
@@ -90,7 +89,7 @@ func inNetns[T any](t testing.TB, path string, f func() (T, error)) (T, error) {
 
 func nftList(t testing.TB, ns string) (string, error) {
 	t.Helper()
-	out, err := exec.Command("nsenter", "--net="+ns, "nft", "list", "table", "ip", TableName).CombinedOutput()
+	out, err := hosttools.Command("nsenter", "--net="+ns, "nft", "list", "table", "ip", TableName).CombinedOutput()
 	return string(out), err
 }
 
@@ -250,7 +249,7 @@ func TestExecutorRealNftables(t *testing.T) {
 func exec2(ns string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + ns}, args...)...).CombinedOutput()
+	out, err := hosttools.CommandContext(ctx, "nsenter", append([]string{"--net=" + ns}, args...)...).CombinedOutput()
 	return string(out), err
 }
 

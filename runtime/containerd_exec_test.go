@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/runtime"
 )
 
@@ -298,7 +298,7 @@ func echoOnce(ctx context.Context, rt *runtime.Containerd, uid types.UID) error 
 
 func TestPortForward(t *testing.T) {
 	f := newFixture(t, true)
-	if out, err := exec.Command("ip", "-n", filepath.Base(f.netns), "link", "set", "lo", "up").CombinedOutput(); err != nil {
+	if out, err := hosttools.Command("ip", "-n", filepath.Base(f.netns), "link", "set", "lo", "up").CombinedOutput(); err != nil {
 		t.Fatalf("lo up: %v: %s", err, out)
 	}
 	echo := corev1.Container{Name: "echo", Image: "busybox:1.36", Command: []string{"nc", "-ll", "-p", "8080", "-e", "cat"}}

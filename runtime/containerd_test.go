@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/containerlogs"
+	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 	"github.com/nodelet/nodelet/test/images"
@@ -93,11 +93,11 @@ func addNetNS(t *testing.T) string {
 	b := make([]byte, 4)
 	rand.Read(b)
 	name := "nodelet-rt-" + hex.EncodeToString(b)
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+	if out, err := hosttools.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+		if out, err := hosttools.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
 			t.Errorf("ip netns del %s: %v: %s", name, err, out)
 		}
 	})
@@ -417,7 +417,7 @@ func TestNginxImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("ip", "-n", filepath.Base(f.netns), "link", "set", "lo", "up").CombinedOutput(); err != nil {
+	if out, err := hosttools.Command("ip", "-n", filepath.Base(f.netns), "link", "set", "lo", "up").CombinedOutput(); err != nil {
 		t.Fatalf("lo up: %v: %s", err, out)
 	}
 	pod := testPod("nginx", corev1.Container{Name: "nginx", Image: "nginx:1.23"})
@@ -434,7 +434,7 @@ func TestNginxImage(t *testing.T) {
 	}
 	var page []byte
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		page, err = exec.Command("nsenter", "--net="+f.netns, images.BusyboxBinary, "wget", "-q", "-O-", "http://127.0.0.1/").CombinedOutput()
+		page, err = hosttools.Command("nsenter", "--net="+f.netns, images.BusyboxBinary, "wget", "-q", "-O-", "http://127.0.0.1/").CombinedOutput()
 		if err == nil {
 			break
 		}

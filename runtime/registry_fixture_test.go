@@ -34,6 +34,7 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/test/images"
 )
 
@@ -72,14 +73,14 @@ type testRegistry struct {
 // is not installed (apt-get install docker-registry apache2-utils).
 func startRegistry(t *testing.T, user, password string) *testRegistry {
 	t.Helper()
-	bin, err := exec.LookPath("docker-registry")
+	bin, err := hosttools.Path("docker-registry")
 	if err != nil {
 		t.Fatalf("docker-registry is not installed (apt-get install docker-registry apache2-utils): %v", err)
 	}
 	dir := t.TempDir()
 	auth := ""
 	if user != "" {
-		out, err := exec.Command("htpasswd", "-Bbn", user, password).Output()
+		out, err := hosttools.Command("htpasswd", "-Bbn", user, password).Output()
 		if err != nil {
 			t.Fatalf("htpasswd (apt-get install apache2-utils): %v", err)
 		}

@@ -1,41 +1,65 @@
 #!/usr/bin/env bash
-# Installs what the build and the tests need on a Debian 12 machine (as root),
-# and checks what cannot be installed from here. Idempotent.
+# Installs what the project's make targets need on a Debian 12 machine (as
+# root), from the one list of host tools, hosttools/tools.list, then checks
+# that every tool of that list is there. Idempotent, and quick when
+# everything is installed.
+#
+#   scripts/deps.sh [TARGET...]   TARGET: up, test, deb, vm-lab (default: all)
+#
+# `make deps` and `make test` install for every target, `make up` for up.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+list=hosttools/tools.list
+# shellcheck source=hosttools/require.sh
+. hosttools/require.sh
 
-# containerd, runc and the CNI plugins run the nodelet's pods; busybox-static
-# and nginx-light are what the test images are built from; docker-registry
-# and apache2-utils (htpasswd) give the image pull tests a registry of their
-# own on 127.0.0.1 (started by the tests, never as a service).
-# lintian, ruby (ruby -c on the Vagrantfile), shellcheck and systemd
-# (systemd-analyze verify on the units) are what
-# `make packaging-check` and the unit tests check the packaging with.
-# qemu-system-x86, qemu-utils, debootstrap and openssh-client run the VM lab
-# (make vm-lab: Debian guests under QEMU, reached with ssh).
-packages=(ca-certificates git make iproute2 iptables containerd runc containernetworking-plugins busybox-static nginx-light docker-registry apache2-utils
-	lintian ruby shellcheck systemd
-	qemu-system-x86 qemu-utils debootstrap openssh-client)
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(up test deb vm-lab)
+for t in "${targets[@]}"; do
+	case $t in up | test | deb | vm-lab) ;; *)
+		echo "deps: unknown target $t (want up, test, deb or vm-lab)" >&2
+		exit 2
+		;;
+	esac
+done
+
+# The tools (and their packages) the targets need: lines whose third field
+# names one of them.
+want=$(IFS=,; echo ",${targets[*]},")
+mapfile -t rows < <(awk -v want="$want" '
+	$1 !~ /^#/ && NF == 3 {
+		n = split($3, ts, ",")
+		for (i = 1; i <= n; i++) if (index(want, "," ts[i] ",")) { print $1, $2; break }
+	}' "$list")
+tools=()
+packages=()
+for row in "${rows[@]}"; do
+	tools+=("${row%% *}")
+	pkg=${row#* }
+	[ "$pkg" = - ] || packages+=("$pkg")
+done
+
 missing=()
-for pkg in "${packages[@]}"; do
-	dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+for pkg in $(printf '%s\n' "${packages[@]}" | sort -u); do
+	dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null | grep -qx installed || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
+	[ "$(id -u)" = 0 ] || { echo "deps: ${missing[*]} must be installed; run as root" >&2; exit 1; }
+	echo "deps: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	# Install only: no package may start a service (nginx, containerd) on this host.
 	policy=/usr/sbin/policy-rc.d
-	created_policy=
 	if [ ! -e "$policy" ]; then
-		printf '#!/bin/sh\nexit 101\n' > "$policy"
+		printf '#!/bin/sh\nexit 101\n' >"$policy"
 		chmod +x "$policy"
-		created_policy=1
 		trap 'rm -f "$policy"' EXIT # also when apt-get fails
 	fi
 	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${missing[@]}"
-	if [ -n "$created_policy" ]; then rm -f "$policy"; fi
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-command -v go >/dev/null || { echo "deps: Go is required (https://go.dev/dl), found none on PATH" >&2; exit 1; }
-command -v kubectl >/dev/null || { echo "deps: kubectl (v1.32) is required by the end-to-end tests, found none on PATH" >&2; exit 1; }
+# Every tool of the list is there now; a wrong package in the list, or a
+# tool the machine was supposed to bring (Go, kubectl), fails here, named.
+require_tools "${tools[@]}"
 
 go mod download

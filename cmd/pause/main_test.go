@@ -6,13 +6,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 // TestExitsOnSIGTERM builds and runs the real program: it must keep running
 // until SIGTERM, then exit 0.
 func TestExitsOnSIGTERM(t *testing.T) {
 	bin := t.TempDir() + "/pause"
-	build := exec.Command("go", "build", "-o", bin, ".")
+	build := hosttools.Command("go", "build", "-o", bin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

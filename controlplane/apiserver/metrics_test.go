@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -29,6 +28,7 @@ import (
 	"github.com/nodelet/nodelet/controlplane/registry"
 	"github.com/nodelet/nodelet/controlplane/storage"
 	"github.com/nodelet/nodelet/controlplane/storage/bolt"
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 // fakeMetrics is a MetricsSource with fixed answers.
@@ -544,7 +544,7 @@ func writeKubeconfig(t *testing.T, env *testEnv) string {
 
 // TestKubectlTop runs the real kubectl top against the server.
 func TestKubectlTop(t *testing.T) {
-	if _, err := exec.LookPath("kubectl"); err != nil {
+	if _, err := hosttools.Path("kubectl"); err != nil {
 		t.Fatal("kubectl (v1.32) is required: scripts/deps.sh checks for it")
 	}
 	env := newMetricsEnv(t, testMetrics(), AllowAuthenticated{})
@@ -564,7 +564,7 @@ func TestKubectlTop(t *testing.T) {
 	kubeconfig := writeKubeconfig(t, env)
 	cacheDir := t.TempDir()
 	kubectl := func(args ...string) (string, string, error) {
-		cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		cmd := hosttools.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
 		cmd.Env = append(os.Environ(), "KUBECACHEDIR="+cacheDir)
 		var out, errOut strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -21,6 +21,8 @@ import (
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 // configTemplate is a minimal containerd configuration: no CRI plugin, a
@@ -57,11 +59,11 @@ func StartContainerd(t testing.TB) string {
 	if os.Geteuid() != 0 {
 		t.Fatal("runtimetest: a real containerd needs root (run the tests as root)")
 	}
-	bin, err := exec.LookPath("containerd")
+	bin, err := hosttools.Path("containerd")
 	if err != nil {
 		t.Fatalf("runtimetest: containerd is not installed (apt-get install containerd runc): %v", err)
 	}
-	if _, err := exec.LookPath("runc"); err != nil {
+	if _, err := hosttools.Path("runc"); err != nil {
 		t.Fatalf("runtimetest: runc is not installed: %v", err)
 	}
 	dir := t.TempDir()

@@ -18,6 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 // TestStatusCodes sends wrong requests over HTTPS and checks that each
@@ -173,7 +175,7 @@ func TestBearerTokens(t *testing.T) {
 	cp := startControlPlane(t, dir, freePort(t), "--token-auth-file", tokens)
 	server := fmt.Sprintf("https://127.0.0.1:%d", cp.port)
 	run := func(token string) (string, error) {
-		cmd := exec.Command("kubectl", "--kubeconfig", "/dev/null", "--server", server,
+		cmd := hosttools.Command("kubectl", "--kubeconfig", "/dev/null", "--server", server,
 			"--certificate-authority", dir+"/ca.crt", "--token", token, "get", "namespaces", "-o", "name")
 		out, err := cmd.CombinedOutput()
 		return string(out), err
@@ -204,7 +206,7 @@ func TestKubeconfigCommand(t *testing.T) {
 	if want := fmt.Sprintf("server: https://127.0.0.1:%d", cp.port); !strings.Contains(string(kc), want) {
 		t.Errorf("kubeconfig lacks %q:\n%s", want, kc)
 	}
-	if out, err := exec.Command("kubectl", "--kubeconfig", file, "get", "namespaces", "-o", "name").CombinedOutput(); err != nil ||
+	if out, err := hosttools.Command("kubectl", "--kubeconfig", file, "get", "namespaces", "-o", "name").CombinedOutput(); err != nil ||
 		!strings.Contains(string(out), "namespace/default") {
 		t.Errorf("kubectl with the written kubeconfig: %v\n%s", err, out)
 	}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -19,6 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 const (
@@ -163,7 +164,7 @@ func mbPerSecond(n int64, d time.Duration) float64 { return float64(n) / 1e6 / d
 func runKubectl(cp *controlPlane, env []string, stdout io.Writer, args ...string) (wall time.Duration, cpu float64, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", cp.kubeconfig}, args...)...)
+	cmd := hosttools.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", cp.kubeconfig}, args...)...)
 	cmd.Env = append(os.Environ(), "KUBECACHEDIR="+filepath.Join(cp.dataDir, "kubectl-cache"))
 	cmd.Env = append(cmd.Env, env...)
 	var stderr bytes.Buffer
@@ -376,7 +377,7 @@ func benchPortForward(b *testing.B, cp *controlPlane, node *realNode, s *benchSa
 	b.Helper()
 	port := freePort(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	cmd := exec.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "port-forward", "pod/bench-nginx", fmt.Sprintf("%d:80", port))
+	cmd := hosttools.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "port-forward", "pod/bench-nginx", fmt.Sprintf("%d:80", port))
 	cmd.Env = append(append(os.Environ(), "KUBECACHEDIR="+filepath.Join(cp.dataDir, "kubectl-cache")), env...)
 	var logs lockedBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs

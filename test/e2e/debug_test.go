@@ -21,6 +21,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/remotecommand"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 // TestDebugCommandsOnRealNode drives kubectl logs, exec, cp, attach and
@@ -106,7 +108,7 @@ func testLogs(t *testing.T, cp *controlPlane) {
 func testLogsFollow(t *testing.T, cp *controlPlane) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "logs", "-f", "box", "-c", "main", "--tail=1")
+	cmd := hosttools.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "logs", "-f", "box", "-c", "main", "--tail=1")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +182,7 @@ func testExec(t *testing.T, cp *controlPlane) {
 	defer cancel()
 	line := fmt.Sprintf("KUBECACHEDIR=%s kubectl --kubeconfig %s exec -it box -c main -- sh -c 'tty; stty size; exit 0'",
 		filepath.Join(cp.dataDir, "kubectl-cache"), cp.kubeconfig)
-	out, err := exec.CommandContext(ctx, "script", "-qec", line, "/dev/null").CombinedOutput()
+	out, err := hosttools.CommandContext(ctx, "script", "-qec", line, "/dev/null").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "/dev/pts/") {
 		t.Fatalf("exec -it tty: %v\n%s", err, out)
 	}
@@ -207,7 +209,7 @@ func testCopy(t *testing.T, cp *controlPlane) {
 func testAttach(t *testing.T, cp *controlPlane) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "attach", "box", "-c", "main")
+	cmd := hosttools.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "attach", "box", "-c", "main")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +232,7 @@ func testPortForward(t *testing.T, cp *controlPlane) {
 	for _, target := range []string{"pod/" + nginxPods(t, cp, 3)[0].Name, "deployment/nginx-deployment", "service/nginx"} {
 		p1, p2 := freePort(t), freePort(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		cmd := exec.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "port-forward", target,
+		cmd := hosttools.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "port-forward", target,
 			fmt.Sprintf("%d:80", p1), fmt.Sprintf("%d:80", p2))
 		var logs lockedBuffer
 		cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -383,7 +385,7 @@ func testSPDY(t *testing.T, cp *controlPlane) {
 	run := func(stdin string, args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", cp.kubeconfig}, args...)...)
+		cmd := hosttools.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", cp.kubeconfig}, args...)...)
 		cmd.Env = append(os.Environ(), env...)
 		cmd.Stdin = strings.NewReader(stdin)
 		out, err := cmd.Output()
@@ -398,7 +400,7 @@ func testSPDY(t *testing.T, cp *controlPlane) {
 	port := freePort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "port-forward", "deployment/nginx-deployment", fmt.Sprintf("%d:80", port))
+	cmd := hosttools.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "port-forward", "deployment/nginx-deployment", fmt.Sprintf("%d:80", port))
 	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -482,7 +484,7 @@ func testAttachStdin(t *testing.T, cp *controlPlane) {
 func attachEcho(cp *controlPlane, timeout time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "attach", "-i", "catter")
+	cmd := hosttools.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "attach", "-i", "catter")
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	var errOut lockedBuffer
@@ -521,7 +523,7 @@ func testRunInteractive(t *testing.T, cp *controlPlane) {
 	defer cancel()
 	line := fmt.Sprintf("KUBECACHEDIR=%s kubectl --kubeconfig %s run -it --rm --restart=Never tty-runner --image=busybox:1.36 -- sh -c 'sleep 1; tty; echo tty-done'",
 		filepath.Join(cp.dataDir, "kubectl-cache"), cp.kubeconfig)
-	b, err := exec.CommandContext(ctx, "script", "-qec", line, "/dev/null").CombinedOutput()
+	b, err := hosttools.CommandContext(ctx, "script", "-qec", line, "/dev/null").CombinedOutput()
 	if err != nil || !strings.Contains(string(b), "tty-done") || !strings.Contains(string(b), "/dev/pts/") {
 		t.Fatalf("kubectl run -it --rm: %v\n%s", err, b)
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/test/images"
 )
 
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	build := exec.Command("go", "build", "-o", binDir+"/", "../../cmd/controlplane", "../../cmd/nodelet", "../../cmd/nodelet-logger", "../../cmd/nodelet-lab")
+	build := hosttools.Command("go", "build", "-o", binDir+"/", "../../cmd/controlplane", "../../cmd/nodelet", "../../cmd/nodelet-logger", "../../cmd/nodelet-lab")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build controlplane, nodelet, nodelet-logger and nodelet-lab:", err)
@@ -40,7 +41,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if _, err := exec.LookPath("kubectl"); err != nil {
+	if _, err := hosttools.Path("kubectl"); err != nil {
 		fmt.Fprintln(os.Stderr, "kubectl is required for the end-to-end tests")
 		os.Exit(1)
 	}
@@ -123,7 +124,7 @@ func (cp *controlPlane) kubectl(args ...string) (string, string, error) {
 func (cp *controlPlane) kubectlStdin(stdin string, args ...string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", cp.kubeconfig}, args...)...)
+	cmd := hosttools.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", cp.kubeconfig}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Env = append(os.Environ(), "KUBECACHEDIR="+filepath.Join(cp.dataDir, "kubectl-cache"))

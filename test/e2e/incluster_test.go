@@ -2,13 +2,14 @@ package e2e
 
 import (
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 // testInClusterClient runs a client-go program in a pod on the lab's
@@ -18,7 +19,7 @@ import (
 // kubernetes.default.svc) let it in. A kubeconfig stands in for the
 // service account token until the security work brings one.
 func testInClusterClient(t *testing.T, e *labEnv) {
-	kubectl, err := exec.LookPath("kubectl")
+	kubectl, err := hosttools.Path("kubectl")
 	if err == nil {
 		kubectl, err = filepath.EvalSymlinks(kubectl)
 	}

@@ -4,11 +4,12 @@ import (
 	"bufio"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 // TestKubectlWorkflow walks a user's day with the real kubectl against
@@ -73,7 +74,7 @@ func TestKubectlWorkflow(t *testing.T) {
 	// kubectl edit through an EDITOR that rewrites the replica count.
 	editor := filepath.Join(t.TempDir(), "editor.sh")
 	os.WriteFile(editor, []byte("#!/bin/sh\nsed -i 's/replicas: 5/replicas: 2/' \"$1\"\n"), 0o755)
-	cmd := exec.Command("kubectl", "--kubeconfig", cp.kubeconfig, "edit", "deploy", "nginx-deployment")
+	cmd := hosttools.Command("kubectl", "--kubeconfig", cp.kubeconfig, "edit", "deploy", "nginx-deployment")
 	cmd.Env = append(os.Environ(), "EDITOR="+editor, "KUBE_EDITOR="+editor)
 	if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), "edited") {
 		t.Fatalf("kubectl edit: %v\n%s", err, b)
@@ -112,7 +113,7 @@ func TestKubectlWorkflow(t *testing.T) {
 // testGetWatch runs `kubectl get -w` and checks that it prints objects
 // created after it started.
 func testGetWatch(t *testing.T, cp *controlPlane) {
-	cmd := exec.Command("kubectl", "--kubeconfig", cp.kubeconfig, "get", "configmaps", "-w", "--request-timeout=0")
+	cmd := hosttools.Command("kubectl", "--kubeconfig", cp.kubeconfig, "get", "configmaps", "-w", "--request-timeout=0")
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = io.Discard
 	if err := cmd.Start(); err != nil {

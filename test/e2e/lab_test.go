@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/lab"
 )
 
@@ -97,7 +98,7 @@ func (e *labEnv) files(name string) nodeFiles {
 func (e *labEnv) inNode(name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=/run/netns/" + e.node(name).NetNS}, args...)...)
+	cmd := hosttools.CommandContext(ctx, "nsenter", append([]string{"--net=/run/netns/" + e.node(name).NetNS}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -111,7 +112,7 @@ func (e *labEnv) down() {
 	e.gone = true
 	if t.Failed() && e.state != nil {
 		for _, n := range e.state.Nodes {
-			if out, err := exec.Command("tail", "-n", "60", n.NodeletLog).Output(); err == nil {
+			if out, err := hosttools.Command("tail", "-n", "60", n.NodeletLog).Output(); err == nil {
 				t.Logf("%s nodelet log (tail):\n%s", n.Name, out)
 			}
 		}

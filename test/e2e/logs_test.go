@@ -5,13 +5,14 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 // TestContainerLogsOnRealNode checks the node's container logger: one
@@ -124,7 +125,7 @@ func testRotation(t *testing.T, cp *controlPlane, node *realNode) {
 func testFollowAcrossRotation(t *testing.T, cp *controlPlane) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "logs", "-f", "ticker", "--tail=1")
+	cmd := hosttools.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "logs", "-f", "ticker", "--tail=1")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

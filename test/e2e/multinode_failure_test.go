@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/runtime"
 )
 
@@ -101,7 +101,7 @@ func (f nodeFiles) podRemains(t testing.TB, uid types.UID) []string {
 	filter := fmt.Sprintf("labels.%q==%s", runtime.LabelPodUID, uid)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	list, err := exec.CommandContext(ctx, "ctr", "--address", f.ctdAddr, "-n", f.ctdNamespace, "containers", "list", "-q", filter).Output()
+	list, err := hosttools.CommandContext(ctx, "ctr", "--address", f.ctdAddr, "-n", f.ctdNamespace, "containers", "list", "-q", filter).Output()
 	if err != nil {
 		return []string{fmt.Sprintf("ctr containers list: %v", err)}
 	}

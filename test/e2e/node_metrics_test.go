@@ -24,6 +24,7 @@ import (
 	"github.com/containerd/platforms"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/test/images"
 )
 
@@ -213,7 +214,7 @@ func grepSamples(out string, prefixes ...string) string {
 // until the test ends, and returns its host:port.
 func startE2ERegistry(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("docker-registry")
+	bin, err := hosttools.Path("docker-registry")
 	if err != nil {
 		t.Fatalf("docker-registry is not installed (apt-get install docker-registry): %v", err)
 	}

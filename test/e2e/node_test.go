@@ -34,6 +34,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 	"github.com/nodelet/nodelet/test/images"
@@ -125,7 +126,7 @@ func nodeSubnet(t testing.TB) string {
 		b := make([]byte, 1)
 		rand.Read(b)
 		subnet := fmt.Sprintf("10.99.%d", 1+int(b[0])%250)
-		out, err := exec.Command("ip", "route", "show", subnet+".0/24").Output()
+		out, err := hosttools.Command("ip", "route", "show", subnet+".0/24").Output()
 		if err == nil && strings.TrimSpace(string(out)) == "" {
 			return subnet
 		}
@@ -141,13 +142,13 @@ func (n *realNode) makeNetns(t testing.TB, hostLink string) {
 	t.Helper()
 	ns := n.netns
 	run := func(args ...string) {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		if out, err := hosttools.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
 	run("netns", "add", ns)
 	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+		if out, err := hosttools.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
 			t.Errorf("ip netns del %s: %v: %s", ns, err, out)
 		}
 	})
@@ -155,7 +156,7 @@ func (n *realNode) makeNetns(t testing.TB, hostLink string) {
 	run("link", "add", hostLink, "type", "veth", "peer", "name", "nv0", "netns", ns)
 	t.Cleanup(func() {
 		// Gone with the namespace already, unless the namespace is held.
-		exec.Command("ip", "link", "del", hostLink).Run()
+		hosttools.Command("ip", "link", "del", hostLink).Run()
 	})
 	run("addr", "add", n.hostIP+"/24", "dev", hostLink)
 	run("link", "set", hostLink, "up")
@@ -165,7 +166,7 @@ func (n *realNode) makeNetns(t testing.TB, hostLink string) {
 
 // start runs the nodelet inside the namespace.
 func (n *realNode) start() {
-	n.cmd = exec.Command("nsenter", n.args...)
+	n.cmd = hosttools.Command("nsenter", n.args...)
 	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs
 	if path := os.Getenv("E2E_NODELET_LOG"); path != "" { // keep the logs of a passing run too
 		if f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
@@ -208,7 +209,7 @@ func (n *realNode) kill() {
 
 // inNetns runs a command inside the node's namespace.
 func (n *realNode) inNetns(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=/run/netns/" + n.netns}, args...)...)
+	cmd := hosttools.CommandContext(ctx, "nsenter", append([]string{"--net=/run/netns/" + n.netns}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -244,7 +245,7 @@ func (f nodeFiles) leftovers(t testing.TB) []string {
 	var out []string
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if list, err := exec.CommandContext(ctx, "ctr", "--address", f.ctdAddr, "-n", f.ctdNamespace, "containers", "list", "-q").Output(); err != nil {
+	if list, err := hosttools.CommandContext(ctx, "ctr", "--address", f.ctdAddr, "-n", f.ctdNamespace, "containers", "list", "-q").Output(); err != nil {
 		out = append(out, fmt.Sprintf("ctr containers list: %v", err))
 	} else if s := strings.TrimSpace(string(list)); s != "" {
 		out = append(out, "containers: "+strings.ReplaceAll(s, "\n", " "))
@@ -287,7 +288,7 @@ func (f nodeFiles) leftovers(t testing.TB) []string {
 func (n *realNode) holdsPod(t testing.TB, uid types.UID) bool {
 	t.Helper()
 	filter := fmt.Sprintf("labels.%q==%s", runtime.LabelPodUID, uid)
-	list, err := exec.Command("ctr", "--address", n.ctdAddr, "-n", e2eNamespace, "containers", "list", "-q", filter).Output()
+	list, err := hosttools.Command("ctr", "--address", n.ctdAddr, "-n", e2eNamespace, "containers", "list", "-q", filter).Output()
 	if err != nil {
 		t.Fatalf("ctr containers list %s: %v", filter, err)
 	}

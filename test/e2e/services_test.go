@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -16,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/lab"
 )
 
@@ -305,7 +305,7 @@ func TestServicesAcrossNodes(t *testing.T) {
 	waitUntil(t, 60*time.Second, "NodePort requests from outside reaching node2's pods, masqueraded to node1's address", func() bool {
 		for range 10 {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			out, err := exec.CommandContext(ctx, "nsenter", "--net="+labNS, "busybox", "wget", "-q", "-O-", "http://"+node1IP+":"+nodePort+"/").CombinedOutput()
+			out, err := hosttools.CommandContext(ctx, "nsenter", "--net="+labNS, "busybox", "wget", "-q", "-O-", "http://"+node1IP+":"+nodePort+"/").CombinedOutput()
 			cancel()
 			if err != nil || !strings.Contains(string(out), "Welcome to nginx") {
 				t.Fatalf("NodePort %s:%s from the lab namespace: %v: %s", node1IP, nodePort, err, out)

@@ -5,12 +5,13 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 // References of the test images.
@@ -58,9 +59,12 @@ func baseFiles() []entry {
 // Busybox writes the busybox image (BusyboxRef) into dir and returns the
 // archive's path and reference. Its default command is sh.
 func Busybox(dir string) (string, string, error) {
+	if err := hosttools.Check(BusyboxBinary); err != nil {
+		return "", "", fmt.Errorf("busybox image: %w", err)
+	}
 	bin, err := hostFile(BusyboxBinary, "/bin/busybox")
 	if err != nil {
-		return "", "", fmt.Errorf("busybox image (install busybox-static): %w", err)
+		return "", "", fmt.Errorf("busybox image: %w", err)
 	}
 	files := append(baseFiles(), bin)
 	for _, a := range busyboxApplets {
@@ -113,9 +117,12 @@ const nginxIndex = `<!DOCTYPE html>
 // nginx.conf listening on 80 and the default index page, and busybox's
 // shell and tools when the host has busybox-static.
 func Nginx(dir string) (string, []string, error) {
+	if err := hosttools.Check(NginxBinary); err != nil {
+		return "", nil, fmt.Errorf("nginx image: %w", err)
+	}
 	bin, err := hostFile(NginxBinary, "/usr/sbin/nginx")
 	if err != nil {
-		return "", nil, fmt.Errorf("nginx image (install nginx-light): %w", err)
+		return "", nil, fmt.Errorf("nginx image: %w", err)
 	}
 	libs, err := sharedLibraries(NginxBinary)
 	if err != nil {
@@ -165,7 +172,7 @@ func Nginx(dir string) (string, []string, error) {
 // sharedLibraries lists the absolute paths of the libraries bin links,
 // the dynamic loader included, as ldd reports them.
 func sharedLibraries(bin string) ([]string, error) {
-	out, err := exec.Command("ldd", bin).Output()
+	out, err := hosttools.Command("ldd", bin).Output()
 	if err != nil {
 		return nil, fmt.Errorf("ldd %s: %w", bin, err)
 	}
@@ -215,7 +222,7 @@ func Pause(dir, binPath string) (string, string, error) {
 // working directory is).
 func BuildPause(dir string) (string, error) {
 	out := filepath.Join(dir, "pause")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "github.com/nodelet/nodelet/cmd/pause")
+	cmd := hosttools.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "github.com/nodelet/nodelet/cmd/pause")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build cmd/pause: %w: %s", err, b)
