@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/netip"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -22,9 +21,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodelet/nodelet/buildinfo"
 	"github.com/nodelet/nodelet/controlplane/apiserver"
 	"github.com/nodelet/nodelet/controlplane/nodeclient"
 	"github.com/nodelet/nodelet/controlplane/nodemetrics"
@@ -35,13 +34,6 @@ import (
 	"github.com/nodelet/nodelet/controlplane/storage/bolt"
 	"github.com/nodelet/nodelet/sdnotify"
 )
-
-// Version is the Kubernetes API version this control plane speaks.
-var Version = version.Info{
-	Major: "1", Minor: "32", GitVersion: "v1.32.0-nodelet",
-	GoVersion: runtime.Version(), Compiler: runtime.Compiler,
-	Platform: runtime.GOOS + "/" + runtime.GOARCH,
-}
 
 // Config is everything the control plane needs; cmd/controlplane fills it from flags.
 type Config struct {
@@ -191,7 +183,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		AdvertiseAddress: advertise,
 		AdvertisePort:    c.cfg.SecurePort,
 		ClusterDNSIP:     c.cfg.ClusterDNSIP,
-		Version:          Version,
+		Version:          buildinfo.Info(),
 		Nodes:            nodes,
 		Metrics:          metrics,
 		RequestMetrics:   reqMetrics,

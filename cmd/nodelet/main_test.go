@@ -21,7 +21,7 @@ func TestBinary(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	out, err := exec.Command(bin, "--version").CombinedOutput()
-	if err != nil || !regexp.MustCompile(`^nodelet v\d+\.\d+\.\d+-nodelet \(commit \S+\)\n$`).Match(out) {
+	if err != nil || !regexp.MustCompile(`^nodelet v\d+\.\d+\.\d+\+nodelet \(commit \S+\)\n$`).Match(out) {
 		t.Errorf("nodelet --version: %v, %q", err, out)
 	}
 	for field, body := range map[string]string{
