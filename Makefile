@@ -11,7 +11,9 @@ NODES ?= 3
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-up: build
+# up installs what it needs (scripts/deps.sh up) and builds by itself, and
+# says so phase by phase.
+up:
 	scripts/up.sh
 
 lab: build

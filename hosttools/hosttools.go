@@ -139,14 +139,15 @@ func CommandContext(ctx context.Context, name string, args ...string) *exec.Cmd 
 }
 
 // checkWrapped checks the program an nsenter command line runs: its first
-// argument that is not an option. A project binary (an absolute path not in
-// the list, such as a test's own build) is allowed.
+// argument that is not an option. A path that the list does not hold (the
+// project's own binary or script, such as bin/nodelet or a test's build) is
+// allowed: only names looked up on PATH are host tools.
 func checkWrapped(args []string) error {
 	for _, a := range args {
 		if strings.HasPrefix(a, "-") {
 			continue
 		}
-		if filepath.IsAbs(a) {
+		if strings.Contains(a, "/") {
 			if _, err := Find(a); err != nil {
 				return nil
 			}
