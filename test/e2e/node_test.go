@@ -141,27 +141,37 @@ func nodeSubnet(t testing.TB) string {
 func (n *realNode) makeNetns(t testing.TB, hostLink string) {
 	t.Helper()
 	ns := n.netns
-	run := func(args ...string) {
-		if out, err := hosttools.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	run("netns", "add", ns)
-	t.Cleanup(func() {
-		if out, err := hosttools.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", ns, err, out)
-		}
-	})
-	run("-n", ns, "link", "set", "lo", "up")
-	run("link", "add", hostLink, "type", "veth", "peer", "name", "nv0", "netns", ns)
+	addNetns(t, ns)
+	mustIP(t, "link", "add", hostLink, "type", "veth", "peer", "name", "nv0", "netns", ns)
 	t.Cleanup(func() {
 		// Gone with the namespace already, unless the namespace is held.
 		hosttools.Command("ip", "link", "del", hostLink).Run()
 	})
-	run("addr", "add", n.hostIP+"/24", "dev", hostLink)
-	run("link", "set", hostLink, "up")
-	run("-n", ns, "addr", "add", n.ip+"/24", "dev", "nv0")
-	run("-n", ns, "link", "set", "nv0", "up")
+	mustIP(t, "addr", "add", n.hostIP+"/24", "dev", hostLink)
+	mustIP(t, "link", "set", hostLink, "up")
+	mustIP(t, "-n", ns, "addr", "add", n.ip+"/24", "dev", "nv0")
+	mustIP(t, "-n", ns, "link", "set", "nv0", "up")
+}
+
+// addNetns creates the network namespace /run/netns/NAME with lo up and
+// deletes it when the test ends.
+func addNetns(t testing.TB, name string) {
+	t.Helper()
+	mustIP(t, "netns", "add", name)
+	t.Cleanup(func() {
+		if out, err := hosttools.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v: %s", name, err, out)
+		}
+	})
+	mustIP(t, "-n", name, "link", "set", "lo", "up")
+}
+
+// mustIP runs ip(8) and fails the test if it fails.
+func mustIP(t testing.TB, args ...string) {
+	t.Helper()
+	if out, err := hosttools.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
 }
 
 // start runs the nodelet inside the namespace.

@@ -106,24 +106,12 @@ func TestMakeUp(t *testing.T) {
 // ends.
 func makeUpNetns(t *testing.T, name string) string {
 	t.Helper()
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := hosttools.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	run("netns", "add", name)
-	t.Cleanup(func() {
-		if out, err := hosttools.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	run("-n", name, "link", "set", "lo", "up")
-	run("-n", name, "link", "add", "nv0", "type", "veth", "peer", "name", "nv1")
-	run("-n", name, "addr", "add", "10.98.0.1/24", "dev", "nv0")
-	run("-n", name, "link", "set", "nv0", "up")
-	run("-n", name, "link", "set", "nv1", "up")
-	run("-n", name, "route", "add", "default", "dev", "nv0")
+	addNetns(t, name)
+	mustIP(t, "-n", name, "link", "add", "nv0", "type", "veth", "peer", "name", "nv1")
+	mustIP(t, "-n", name, "addr", "add", "10.98.0.1/24", "dev", "nv0")
+	mustIP(t, "-n", name, "link", "set", "nv0", "up")
+	mustIP(t, "-n", name, "link", "set", "nv1", "up")
+	mustIP(t, "-n", name, "route", "add", "default", "dev", "nv0")
 	return name
 }
 
