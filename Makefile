@@ -42,7 +42,11 @@ vm-lab-test: build deb
 # (packaging/nfpm.yaml); `make deb VERSION=0.1.1` sets the version.
 # packaging-check builds it and checks it, the install scripts and the
 # Vagrantfile without installing anything on this host.
-VERSION ?= $(shell packaging/deb/version.sh)
+# Evaluated once per make run (a commit during a run must not rename the .deb
+# between deb and packaging-check).
+ifndef VERSION
+VERSION := $(shell packaging/deb/version.sh)
+endif
 .PHONY: deb packaging-check
 deb:
 	VERSION='$(VERSION)' GO='$(GO)' packaging/deb/build.sh

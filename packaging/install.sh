@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs nodelet on a Debian or Ubuntu host with systemd, with or without
-# the .deb (k3s-style). Run as root; every command is safe to rerun.
+# the .deb (k3s-style). Run as root; every command is safe to rerun. The
+# .deb enables no service: this script gives a host its role (controlplane,
+# node, or both) and enables what that role runs; uninstall disables it.
 #
 #   install.sh controlplane [--advertise-address IP] [--deb FILE | --bin-dir DIR] [--controlplane-arg ARG]...
 #                           [--with-node [--node-name NAME] [--image-dir DIR] [--nodelet-arg ARG]...]
@@ -257,10 +259,11 @@ install_software() { # DEB BINDIR
 }
 
 # restart_or_start UNIT CHANGED: enables UNIT and starts it, or restarts
-# it when its configuration CHANGED (true/false) while it ran.
+# it when its configuration CHANGED (true/false) while it ran. The package
+# enables no unit: this is what makes UNIT start at boot.
 restart_or_start() {
 	local action=start
-	systemctl enable "$1" >/dev/null 2>&1
+	systemctl enable --quiet "$1" || die "cannot enable $1"
 	if $2 && systemctl is-active --quiet "$1"; then
 		say "restarting $1 (configuration changed)"
 		action=restart
@@ -353,7 +356,8 @@ cmd_controlplane() {
 
 	install_software "$deb" "$bindir"
 	if ! $with_node && [ ! -f "$NODE_ETC/kubeconfig" ]; then
-		# Not a node (yet): the package enabled the nodelet's unit too.
+		# Not a node (yet): the nodelet's unit stays off. (The package
+		# enables nothing; older ones enabled both units.)
 		systemctl disable --now nodelet.service >/dev/null 2>&1 || true
 	fi
 	write_file "$CP_DEFAULT" 0644 <<EOF && changed=true
@@ -506,7 +510,8 @@ cmd_node() {
 
 	install_software "$deb" "$bindir"
 	if [ ! -f "$CP_DATA/ca.key" ]; then
-		# A worker: the package enabled the control plane's unit too.
+		# A worker: the control plane's unit stays off. (The package
+		# enables nothing; older ones enabled both units.)
 		systemctl disable --now nodelet-controlplane.service >/dev/null 2>&1 || true
 	fi
 

@@ -4,8 +4,8 @@
 #
 #   packaging/deb/check.sh [DEB]      (default: the newest _output/deb/nodelet_*_amd64.deb)
 #
-#  1. the shell scripts parse (bash -n, sh -n) and pass shellcheck (when
-#     installed); the Vagrantfile parses (ruby -c);
+#  1. the shell scripts parse (bash -n, sh -n) and pass shellcheck; the
+#     Vagrantfile parses (ruby -c);
 #  2. lintian finds no error in the package;
 #  3. its control data: name, version, architecture, dependencies,
 #     conffiles, maintainer scripts; its files, modes and link;
@@ -15,11 +15,14 @@
 #  5. the package's life cycle with the real dpkg in a throwaway root
 #     (chroot, private mount and network namespaces, systemd tools
 #     stubbed): install, upgrade, remove, purge, and what each maintainer
-#     script did;
+#     script did: the package enables no unit (the root's .wants links),
+#     keeps enabled what was, restarts what runs on upgrade;
 #  6. install.sh node-credentials against the packaged control plane,
 #     run in a private network namespace with a private /var/lib;
-#  7. install.sh controlplane, node (twice each) and uninstall in the
-#     throwaway root, with systemctl stubbed (the control plane runs).
+#  7. install.sh in the throwaway root, with systemctl stubbed (the
+#     control plane runs): node on a worker (only nodelet.service enabled)
+#     and uninstall, then controlplane, node (twice each) and uninstall,
+#     with the units each step leaves enabled.
 #
 # Prints ok/FAIL per check; exits 1 when any check failed.
 # NODELET_CHECK_KEEP=1 keeps the work directory (the root, dpkg's logs).
@@ -36,12 +39,10 @@ deb=${1:-$(ls -t _output/deb/nodelet_*_amd64.deb 2>/dev/null | head -n1)}
 	echo "check: run as root (chroot and namespaces for the life-cycle tests)" >&2
 	exit 2
 }
-for tool in lintian ruby dpkg-deb readelf unshare chroot openssl kubectl python3; do
-	command -v "$tool" >/dev/null || {
-		echo "check: $tool is missing; run scripts/deps.sh" >&2
-		exit 2
-	}
-done
+# shellcheck source=hosttools/require.sh
+. hosttools/require.sh
+# Every tool is required, shellcheck included: a skipped check must not pass.
+require_tools lintian ruby shellcheck dpkg-deb readelf unshare chroot openssl kubectl python3 ip ldd curl /usr/bin/kill mount umount
 
 failures=0
 ok() { echo "ok:   $*"; }
@@ -73,12 +74,8 @@ done
 for f in "${sh_scripts[@]}"; do
 	expect "sh -n $f" sh -n "$f"
 done
-if command -v shellcheck >/dev/null; then
-	expect "shellcheck (bash) ${bash_scripts[*]}" shellcheck -S warning "${bash_scripts[@]}"
-	expect "shellcheck -s sh ${sh_scripts[*]}" shellcheck -S warning -s sh "${sh_scripts[@]}"
-else
-	echo "skip: shellcheck is not installed"
-fi
+expect "shellcheck (bash) ${bash_scripts[*]}" shellcheck -S warning "${bash_scripts[@]}"
+expect "shellcheck -s sh ${sh_scripts[*]}" shellcheck -S warning -s sh "${sh_scripts[@]}"
 expect "ruby -c packaging/vagrant/Vagrantfile" sh -c 'ruby -c packaging/vagrant/Vagrantfile >/dev/null'
 expect "install.sh --help" sh -c 'packaging/install.sh --help >/dev/null'
 usage_exit() { # exit status 2 and a message for a bad command line
@@ -172,7 +169,7 @@ expect "the packaged install.sh is packaging/install.sh" cmp -s "$root/usr/lib/n
 
 echo "== 5. life cycle with dpkg in a throwaway root"
 R=$work/root
-mkdir -p "$R"/{usr/bin,usr/sbin,usr/lib,usr/lib64,etc,dev,tmp,run,var/log,var/lib/dpkg/{info,updates,triggers,stub/disabled}}
+mkdir -p "$R"/{usr/bin,usr/sbin,usr/lib,usr/lib64,etc,dev,tmp,run,var/log,var/lib/dpkg/{info,updates,triggers}}
 ln -s usr/bin "$R/bin"
 ln -s usr/sbin "$R/sbin"
 ln -s usr/lib "$R/lib"
@@ -198,19 +195,73 @@ ln -s dash "$R/usr/bin/sh"
 for s in ldconfig start-stop-daemon; do
 	printf '#!/bin/sh\nexit 0\n' >"$R/usr/sbin/$s"
 done
-# The systemd tools the maintainer scripts call: record the calls.
-# deb-systemd-helper was-enabled is true unless stub/disabled/UNIT exists
-# (the administrator disabled it).
-for s in deb-systemd-helper deb-systemd-invoke systemctl; do
+# The systemd tools the maintainer scripts call record every call.
+# deb-systemd-helper also keeps its state as the real one does, for units
+# whose [Install] is WantedBy=multi-user.target (packaging/units_test.go
+# holds the units to that): a state file per unit naming its link, the link
+# itself (/etc/systemd/system/multi-user.target.wants/UNIT, as systemctl
+# enable makes it) and masks. was-enabled is true when every link of the
+# state file exists, so also when there is no state file (a fresh install).
+for s in deb-systemd-invoke systemctl; do
 	cat >"$R/usr/bin/$s" <<'EOF'
 #!/bin/sh
 echo "${0##*/} $*" >>/var/log/stub.log
-if [ "$1" = --quiet ]; then shift; fi
-if [ "${0##*/}" = deb-systemd-helper ] && [ "$1" = was-enabled ]; then
-	[ ! -e "/var/lib/dpkg/stub/disabled/$2" ]
-fi
 EOF
 done
+cat >"$R/usr/bin/deb-systemd-helper" <<'EOF'
+#!/bin/sh
+echo "deb-systemd-helper $*" >>/var/log/stub.log
+[ "$1" = --quiet ] && shift
+action=$1
+shift
+state=/var/lib/systemd/deb-systemd-helper-enabled
+masked=/var/lib/systemd/deb-systemd-helper-masked
+rc=0
+case $action in is-enabled | was-enabled | debian-installed) rc=1 ;; esac
+for unit in "$@"; do
+	file=$state/$unit.dsh-also
+	link=/etc/systemd/system/multi-user.target.wants/$unit
+	mask=/etc/systemd/system/$unit
+	case $action in
+	debian-installed) [ ! -f "$file" ] || rc=0 ;;
+	is-enabled) [ ! -L "$link" ] || rc=0 ;;
+	was-enabled)
+		all=true
+		if [ -f "$file" ]; then
+			while read -r l; do [ -L "$l" ] || all=false; done <"$file"
+		fi
+		! $all || rc=0
+		;;
+	update-state)
+		mkdir -p "$state"
+		echo "$link" >"$file"
+		;;
+	enable)
+		mkdir -p "$state" "${link%/*}"
+		echo "$link" >"$file"
+		[ -L "$link" ] || ln -s "/lib/systemd/system/$unit" "$link"
+		;;
+	disable | purge)
+		if [ -f "$file" ]; then
+			while read -r l; do rm -f "$l"; done <"$file"
+		fi
+		[ "$action" = disable ] || rm -f "$file"
+		;;
+	mask)
+		if [ ! -e "$mask" ] && [ ! -L "$mask" ]; then
+			mkdir -p "$masked" "${mask%/*}"
+			ln -s /dev/null "$mask"
+			: >"$masked/$unit"
+		fi
+		;;
+	unmask)
+		if [ -e "$masked/$unit" ] && [ "$(readlink "$mask")" = /dev/null ]; then rm -f "$mask"; fi
+		rm -f "$masked/$unit"
+		;;
+	esac
+done
+exit $rc
+EOF
 chmod 0755 "$R"/usr/sbin/* "$R"/usr/bin/deb-systemd-* "$R/usr/bin/systemctl"
 cp "$deb" "$R/tmp/v1.deb"
 # The upgrade: the same package with a higher version.
@@ -227,21 +278,44 @@ called() { grep -qx -- "$1" "$R/var/log/stub.log"; }
 not_called() { ! grep -q -- "$1" "$R/var/log/stub.log"; }
 status_of() { in_root dpkg-query -W -f='${db:Status-Status}' nodelet 2>/dev/null || true; }
 
-# Fresh install, systemd running: enable both, start nothing.
+# enabled: the nodelet units enabled in the root $R (their .wants links,
+# made by systemctl enable or deb-systemd-helper enable), sorted, on one
+# line.
+enabled() {
+	local l out=""
+	for l in "$R"/etc/systemd/system/*.wants/nodelet*.service; do
+		[ -L "$l" ] && out+="${out:+ }${l##*/}"
+	done
+	echo "$out"
+}
+# enabled_is UNITS: exactly UNITS ("" for none) are enabled.
+enabled_is() {
+	local got
+	got=$(enabled)
+	[ "$got" = "$1" ] || echo "     enabled: ${got:-nothing} (want ${1:-nothing})"
+	[ "$got" = "$1" ]
+}
+# no_enable_call: no stub was asked to enable a unit.
+no_enable_call() { ! grep -Eq ' (enable|reenable|preset)( |$)' "$R/var/log/stub.log"; }
+wants=$R/etc/systemd/system/multi-user.target.wants
+
+# Fresh install, systemd running: enable nothing, start nothing.
 mkdir -p "$R/run/systemd/system"
 : >"$R/var/log/stub.log"
 if in_root dpkg -i /tmp/v1.deb >"$work/dpkg.log" 2>&1; then ok "dpkg -i installs $version"; else bad "dpkg -i: $(tail -n 5 "$work/dpkg.log")"; fi
 expect "installed" test "$(status_of)" = installed
+expect "postinst enables no unit (no .wants link in the root)" enabled_is ""
+expect "postinst asks for no enable" no_enable_call
 for u in nodelet-controlplane.service nodelet.service; do
-	expect "postinst enables $u" called "deb-systemd-helper enable $u"
+	expect "postinst records $u's links for purge (deb-systemd-helper update-state)" sh -c \
+		"grep -qx 'deb-systemd-helper update-state $u' '$R/var/log/stub.log' && test -f '$R/var/lib/systemd/deb-systemd-helper-enabled/$u.dsh-also'"
 done
 expect "postinst starts nothing on a fresh install" not_called deb-systemd-invoke
 expect "postinst makes /etc/nodelet" test -d "$R/etc/nodelet"
 expect "the files are unpacked" test -x "$R/usr/bin/nodelet" -a -f "$R/lib/systemd/system/nodelet.service"
 
-# Upgrade, the nodelet-controlplane unit disabled by the administrator
-# and /etc/default/nodelet rewritten by install.sh.
-touch "$R/var/lib/dpkg/stub/disabled/nodelet-controlplane.service"
+# Upgrade of a host that install.sh never gave a role, with
+# /etc/default/nodelet rewritten.
 echo 'NODELET_ARGS="--kubeconfig /etc/nodelet/kubeconfig --node-name check"' >"$R/etc/default/nodelet"
 : >"$R/var/log/stub.log"
 if in_root dpkg -i /tmp/v2.deb >"$work/dpkg.log" 2>&1; then ok "dpkg -i upgrades to ${version}+check2"; else bad "upgrade: $(tail -n 5 "$work/dpkg.log")"; fi
@@ -249,10 +323,23 @@ expect "prerm stops nothing on upgrade" not_called "deb-systemd-invoke stop"
 for u in nodelet-controlplane.service nodelet.service; do
 	expect "postinst try-restarts $u on upgrade" called "deb-systemd-invoke try-restart $u"
 done
-expect "postinst keeps the administrator's choice (nodelet-controlplane stays disabled)" sh -c \
-	"! grep -qx 'deb-systemd-helper enable nodelet-controlplane.service' '$R/var/log/stub.log' && grep -qx 'deb-systemd-helper update-state nodelet-controlplane.service' '$R/var/log/stub.log'"
+expect "the upgrade enables no unit" enabled_is ""
+expect "the upgrade asks for no enable" no_enable_call
 expect "postinst reloads systemd" called "systemctl --system daemon-reload"
 expect "the upgrade keeps the rewritten /etc/default/nodelet" grep -q -- '--node-name check' "$R/etc/default/nodelet"
+
+# A worker: install.sh node enabled nodelet.service (systemctl enable
+# makes this link). Reinstalling (the upgrade path: prerm upgrade,
+# postinst configure with the old version) keeps that and enables nothing.
+mkdir -p "$wants"
+ln -sfn /lib/systemd/system/nodelet.service "$wants/nodelet.service"
+: >"$R/var/log/stub.log"
+if in_root dpkg -i /tmp/v2.deb >"$work/dpkg.log" 2>&1; then ok "dpkg -i reinstalls ${version}+check2 on a worker"; else bad "reinstall: $(tail -n 5 "$work/dpkg.log")"; fi
+expect "the worker's upgrade keeps nodelet.service enabled and enables nothing else" enabled_is nodelet.service
+expect "postinst asks for no enable of nodelet-controlplane.service" not_called "enable nodelet-controlplane.service"
+for u in nodelet-controlplane.service nodelet.service; do
+	expect "postinst try-restarts $u on the worker" called "deb-systemd-invoke try-restart $u"
+done
 [ $failures = 0 ] || calls | sed 's/^/     stub: /'
 
 # Remove: stop the services, clean up the network; conffiles and state stay.
@@ -283,6 +370,10 @@ for d in /var/lib/nodelet /var/lib/nodelet-controlplane /etc/nodelet /var/log/po
 	expect "purge removes $d" test ! -e "$R$d"
 done
 expect "purge keeps another CNI config" test -f "$R/etc/cni/net.d/20-other.conflist"
+expect "purge removes nodelet.service's link (made by install.sh, not the package)" enabled_is ""
+expect "purge removes the masks" test ! -e "$R/etc/systemd/system/nodelet.service" -a ! -L "$R/etc/systemd/system/nodelet.service" \
+	-a ! -L "$R/etc/systemd/system/nodelet-controlplane.service"
+expect "purge removes deb-systemd-helper's state of the units" sh -c "! ls '$R'/var/lib/systemd/deb-systemd-helper-*/nodelet* >/dev/null 2>&1"
 expect "purged: not installed" sh -c "case '$(status_of)' in '' | not-installed) true ;; *) false ;; esac"
 expect "nothing of the package is left in the dpkg database" test ! -e "$R/var/lib/dpkg/info/nodelet.list"
 
@@ -333,20 +424,25 @@ expect "serving.crt names node-x and 127.0.0.1" sh -c \
 expect "the node's kubeconfig reaches the API server" sh -c "grep -qx ok '$work/readyz' && test -f '$work/getnodes.ok'"
 expect "a rerun keeps the credentials (same files)" sh -c "cmp -s '$work/sums1' '$work/sums2' && grep -q 'up to date' '$work/rerun.log'"
 
-echo "== 7. install.sh controlplane, node and uninstall in the throwaway root (systemd stubbed)"
-# The root of section 5 (the package purged), with the tools install.sh
-# uses and a systemctl that runs the real control plane (so that /readyz,
-# the admin kubeconfig and node-credentials are real) and only records the
-# other units. No kubectl in there: install.sh then skips the Ready wait.
+echo "== 7. install.sh node on a worker, controlplane, node and uninstall in the throwaway root (systemd stubbed)"
+# The root of section 5 (the package purged; its deb-systemd-helper stand-in
+# stays), with the tools install.sh uses and a systemctl that runs the real
+# control plane (so that /readyz, the admin kubeconfig and node-credentials
+# are real), keeps the other units' state in files and enables with the
+# .wants links deb-systemd-helper's stand-in knows. No kubectl in there:
+# install.sh then skips the Ready wait. The worker's credentials are
+# section 6's.
 copy_host bash id dirname cmp install mv mktemp cp tr cut sha256sum base64 basename hostname sleep curl stat touch seq head tail umount kill
 mkdir -p "$R/proc" "$R/root" "$R/share/images" "$R/run/containerd" "$R/var/lib/stub-systemd"
 echo fake-image >"$R/share/images/extra.tar"
 cat >"$R/usr/bin/systemctl" <<'EOF'
 #!/bin/bash
 # systemctl stand-in: nodelet-controlplane.service runs for real, the other
-# units are state files; every call is recorded.
+# units are state files, enabled units have their .wants link (WantedBy=
+# multi-user.target); every call is recorded.
 echo "systemctl $*" >>/var/log/stub.log
 st=/var/lib/stub-systemd
+wants=/etc/systemd/system/multi-user.target.wants
 args=() quiet=false now=false
 for a in "$@"; do
 	case $a in
@@ -385,14 +481,18 @@ start() {
 	fi
 }
 case $cmd in
-enable) for u in "${units[@]}"; do touch "$st/$u.enabled"; if $now; then start "$u"; fi; done ;;
-disable) for u in "${units[@]}"; do rm -f "$st/$u.enabled"; if $now; then stop "$u"; fi; done ;;
+enable) for u in "${units[@]}"; do
+	mkdir -p $wants
+	ln -sfn "/lib/systemd/system/$u" "$wants/$u"
+	if $now; then start "$u"; fi
+done ;;
+disable) for u in "${units[@]}"; do rm -f "$wants/$u"; if $now; then stop "$u"; fi; done ;;
 start) for u in "${units[@]}"; do active "$u" || start "$u"; done ;;
 restart) for u in "${units[@]}"; do start "$u"; done ;;
 stop) for u in "${units[@]}"; do stop "$u"; done ;;
 try-restart) for u in "${units[@]}"; do if active "$u"; then start "$u"; fi; done ;;
 is-active) for u in "${units[@]}"; do active "$u" || { $quiet || echo inactive; exit 3; }; done; $quiet || echo active ;;
-is-enabled) for u in "${units[@]}"; do [ -f "$st/$u.enabled" ] || exit 1; done ;;
+is-enabled) for u in "${units[@]}"; do [ -L "$wants/$u" ] || exit 1; done ;;
 cat) exit 1 ;; # no containerd unit to start for the uninstall
 *) ;;
 esac
@@ -401,9 +501,12 @@ EOF
 printf '#!/bin/sh\ntail -n 20 /var/log/controlplane.log 2>/dev/null\n' >"$R/usr/bin/journalctl"
 chmod 0755 "$R/usr/bin/systemctl" "$R/usr/bin/journalctl"
 cp packaging/install.sh "$R/install.sh"
-rm -f "$R/var/lib/dpkg/stub/disabled/"*
+rm -rf "$R/share/worker-credentials"
+[ ! -d "$work/creds" ] || cp -a "$work/creds" "$R/share/worker-credentials"
 : >"$R/var/log/stub.log"
-cat >"$work/flow.sh" <<'EOF'
+{
+	declare -f enabled
+	cat <<'EOF'
 set -u
 R=$1
 ip link set lo up
@@ -422,19 +525,31 @@ snap() { # NAME PATH...: copies of what a step left, for the checks
 	shift
 	for f in "$@"; do cp -a "$R$f" "$R/snap/$p/" 2>/dev/null; done
 }
+# A worker first: no control plane on this host.
+run worker bash /install.sh node --server https://127.0.0.1:6443 --credentials /share/worker-credentials --deb /tmp/v1.deb
+enabled >"$R/enabled-worker"
+cp "$R/var/log/stub.log" "$R/stub-after-worker.log"
+run worker-uninstall bash /install.sh uninstall
+enabled >"$R/enabled-worker-uninstall"
+: >"$R/var/log/stub.log"
+# Then the control plane, and a node beside it.
 run cp1 bash /install.sh controlplane --advertise-address 127.0.0.1 --deb /tmp/v1.deb
+enabled >"$R/enabled-cp1"
 snap cp1 /etc/default/nodelet-controlplane /root/.kube/config
 run cp2 bash /install.sh controlplane --advertise-address 127.0.0.1 --deb /tmp/v1.deb
 run creds bash /install.sh node-credentials --name n1 --ip 127.0.0.1 --server https://127.0.0.1:6443 --out /share/credentials/n1
 run node1 bash /install.sh node --server https://127.0.0.1:6443 --credentials /share/credentials/n1 --name n1 --node-ip 127.0.0.2 --image-dir /share/images --nodelet-arg --log-level=debug
+enabled >"$R/enabled-node1"
 cp "$R/var/log/stub.log" "$R/stub-after-node1.log"
 snap node1 /etc/default/nodelet /etc/nodelet/kubeconfig /etc/nodelet/serving.crt /etc/nodelet/serving.key /var/lib/nodelet/images/extra.tar
 : >"$R/var/log/stub.log"
 run node2 bash /install.sh node --server https://127.0.0.1:6443 --credentials /share/credentials/n1 --name n1 --node-ip 127.0.0.2 --image-dir /share/images --nodelet-arg --log-level=debug
 cp "$R/var/log/stub.log" "$R/stub-after-node2.log"
 run uninstall bash /install.sh uninstall
+enabled >"$R/enabled-uninstall"
 chroot "$R" /usr/bin/systemctl stop nodelet-controlplane.service
 EOF
+} >"$work/flow.sh"
 unshare --mount --net --pid --fork bash "$work/flow.sh" "$R" >"$work/flow.log" 2>&1 || true
 rc_of() { cat "$R/$1.rc" 2>/dev/null || echo none; }
 log_of() { tail -n 8 "$R/$1.log" 2>/dev/null | sed 's/^/     | /'; }
@@ -444,10 +559,23 @@ step() { # NAME WHAT
 		log_of "$1"
 	fi
 }
+# enabled_after STEP UNITS: exactly UNITS ("" for none) were enabled after STEP.
+enabled_after() {
+	local got
+	got=$(cat "$R/enabled-$1" 2>/dev/null || echo "(not recorded)")
+	[ "$got" = "$2" ] || echo "     enabled after $1: ${got:-nothing} (want ${2:-nothing})"
+	[ "$got" = "$2" ]
+}
+step worker "install.sh node on a worker (no control plane; the credentials of section 6)"
+expect "the package enabled nothing on the worker (no deb-systemd-helper enable)" sh -c \
+	"! grep -Eq '^deb-systemd-helper (--quiet )?(enable|reenable) ' '$R/stub-after-worker.log'"
+expect "after install.sh node on a worker only nodelet.service is enabled" enabled_after worker nodelet.service
+step worker-uninstall "install.sh uninstall on the worker"
+expect "after install.sh uninstall on the worker nothing is enabled" enabled_after worker-uninstall ""
 step cp1 "install.sh controlplane --deb: installs, starts, waits for /readyz"
 expect "CONTROLPLANE_ARGS: packaged ones + --advertise-address and --tls-san" grep -qx \
 	'CONTROLPLANE_ARGS="--data-dir /var/lib/nodelet-controlplane --advertise-address 127.0.0.1 --tls-san 127.0.0.1"' "$R/snap/cp1/nodelet-controlplane"
-expect "the control plane's host is no node (yet): nodelet.service disabled" grep -qx 'systemctl disable --now nodelet.service' "$R/stub-after-node1.log"
+expect "after install.sh controlplane only nodelet-controlplane.service is enabled (no node here yet)" enabled_after cp1 nodelet-controlplane.service
 expect "/root/.kube/config: admin, https://127.0.0.1:6443, 0600" sh -c \
 	"grep -q 'server: https://127.0.0.1:6443$' '$R/snap/cp1/config' && [ \"\$(stat -c %a '$R/snap/cp1/config')\" = 600 ]"
 expect "controlplane prints the join commands" grep -q 'node-credentials --name NAME --ip NODE_IP --server https://127.0.0.1:6443' "$R/cp1.log"
@@ -464,10 +592,12 @@ expect "the image archives are in /var/lib/nodelet/images" test -f "$R/snap/node
 expect "node enables and starts containerd and the nodelet" sh -c \
 	"grep -qx 'systemctl enable --now containerd.service' '$R/stub-after-node1.log' && grep -qx 'systemctl start nodelet.service' '$R/stub-after-node1.log'"
 expect "node leaves the control plane of its host alone" sh -c "! grep -q 'disable --now nodelet-controlplane' '$R/stub-after-node1.log'"
+expect "after install.sh node beside the control plane both units are enabled" enabled_after node1 "nodelet-controlplane.service nodelet.service"
 step node2 "install.sh node again (idempotent)"
 expect "the rerun restarts nothing" sh -c "! grep -q 'restart' '$R/stub-after-node2.log'"
 step uninstall "install.sh uninstall"
 expect "uninstall stops and disables both services" grep -q 'systemctl disable --now nodelet.service nodelet-controlplane.service' "$R/var/log/stub.log"
+expect "after install.sh uninstall nothing is enabled" enabled_after uninstall ""
 expect "uninstall purges the package" sh -c "! chroot '$R' dpkg-query -W nodelet >/dev/null 2>&1"
 for d in /var/lib/nodelet /var/lib/nodelet-controlplane /etc/nodelet /etc/default/nodelet /usr/bin/nodelet /root/.kube/config; do
 	expect "after uninstall: no $d" test ! -e "$R$d"

@@ -10,6 +10,8 @@
 set -euo pipefail
 # shellcheck source=common.sh
 . "$(dirname "$0")/common.sh"
+# shellcheck source=SCRIPTDIR/../../hosttools/require.sh
+. "$REPO_DIR/hosttools/require.sh"
 need_root
 
 # What the guests run: systemd, containerd and runc with the CNI plugins
@@ -79,9 +81,7 @@ if ! $force && [ -f "$IMAGE_DIR/done" ]; then
 	exit 0
 fi
 
-for bin in debootstrap qemu-img mkfs.ext4 ssh-keygen; do
-	command -v $bin >/dev/null || die "$bin is missing; run scripts/deps.sh"
-done
+require_tools debootstrap qemu-img mkfs.ext4 ssh-keygen chroot mount umount
 
 mkdir -p "$VM_LAB_CACHE"
 exec 9>"$VM_LAB_CACHE/.lock"

@@ -17,6 +17,8 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/common.sh"
+# shellcheck source=SCRIPTDIR/../../hosttools/require.sh
+. "$REPO_DIR/hosttools/require.sh"
 
 deb=""
 boot_only=false
@@ -35,9 +37,7 @@ while [ $# -gt 0 ]; do
 done
 
 need_root
-for bin in qemu-system-x86_64 qemu-img nsenter ssh ip; do
-	command -v $bin >/dev/null || die "$bin is missing; run scripts/deps.sh"
-done
+require_tools qemu-system-x86_64 qemu-img nsenter ssh ip setsid pgrep
 if [ -e "/run/netns/$VM_LAB_NETNS" ] || [ -f "$VM_LAB_STATE/env" ]; then
 	die "a VM lab is up already (namespace $VM_LAB_NETNS or $VM_LAB_STATE/env); make vm-lab-down removes it"
 fi
@@ -51,7 +51,7 @@ if ! $boot_only; then
 	fi
 	[ -f "$deb" ] || die "$deb: no such package"
 	[ -x "$REPO_DIR/bin/nodelet-lab" ] || die "bin/nodelet-lab is missing (the kubectl forwarder); run make build"
-	command -v kubectl >/dev/null || die "kubectl is missing"
+	require_tools kubectl go
 fi
 
 start=$(now)
