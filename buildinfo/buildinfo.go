@@ -14,9 +14,9 @@ import (
 )
 
 // Kubernetes is the Kubernetes release whose API the project implements:
-// the release of the k8s.io modules in go.mod (k8s.io/api v0.37.0 is
-// Kubernetes v1.37.0). TestKubernetesMatchesGoMod keeps the two together.
-const Kubernetes = "v1.37.0"
+// the release of the k8s.io modules in go.mod (k8s.io/api v0.37.2 is
+// Kubernetes v1.37.2). TestKubernetesMatchesGoMod keeps the two together.
+const Kubernetes = "v1.37.2"
 
 // GitVersion is the project's version as Kubernetes tools see it: the
 // release, with "+nodelet" as build metadata (as k3s says "+k3s1"), so
@@ -55,7 +55,7 @@ func Info() version.Info {
 }
 
 // String is the --version line of the named binary, e.g.
-// "nodelet v1.37.0+nodelet (commit 6629845)".
+// "nodelet v1.37.2+nodelet (commit 6629845)".
 func String(binary string) string {
 	return fmt.Sprintf("%s %s (commit %s)", binary, GitVersion, Commit())
 }

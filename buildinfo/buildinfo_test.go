@@ -31,7 +31,7 @@ func TestKubernetesMatchesGoMod(t *testing.T) {
 
 func TestInfo(t *testing.T) {
 	i := Info()
-	if i.Major != "1" || i.Minor != "37" || i.GitVersion != "v1.37.0+nodelet" {
+	if i.Major != "1" || i.Minor != "37" || i.GitVersion != "v1.37.2+nodelet" {
 		t.Errorf("Info() = %+v", i)
 	}
 }

@@ -178,7 +178,7 @@ func TestRegistration(t *testing.T) {
 		t.Errorf("addresses = %v, want %v", n.Status.Addresses, wantAddrs)
 	}
 	info := n.Status.NodeInfo
-	if info.KubeletVersion != "v1.37.0+nodelet" || info.ContainerRuntimeVersion != "containerd://1.6.20" ||
+	if info.KubeletVersion != "v1.37.2+nodelet" || info.ContainerRuntimeVersion != "containerd://1.6.20" ||
 		info.KernelVersion == "" || info.OSImage == "" || info.BootID == "" || info.OperatingSystem != runtime.GOOS || info.Architecture != runtime.GOARCH {
 		t.Errorf("nodeInfo = %+v", info)
 	}

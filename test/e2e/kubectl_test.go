@@ -18,7 +18,7 @@ func TestKubectlWorkflow(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
 
 	out := cp.must("version", "-o", "json")
-	if !strings.Contains(out, `"serverVersion"`) || !strings.Contains(out, `"minor": "37"`) || !strings.Contains(out, `"gitVersion": "v1.37.0+nodelet"`) {
+	if !strings.Contains(out, `"serverVersion"`) || !strings.Contains(out, `"minor": "37"`) || !strings.Contains(out, `"gitVersion": "v1.37.2+nodelet"`) {
 		t.Fatalf("kubectl version: %s", out)
 	}
 	out = cp.must("api-resources")
