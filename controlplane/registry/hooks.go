@@ -1,16 +1,13 @@
 package registry
 
 import (
-	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -25,14 +22,6 @@ func mutate[T runtime.Object](f func(T)) func(runtime.Object) {
 
 func mutate2[T runtime.Object](f func(obj, old T)) func(obj, old runtime.Object) {
 	return func(obj, old runtime.Object) { f(obj.(T), old.(T)) }
-}
-
-func validate[T runtime.Object](f func(T) field.ErrorList) func(runtime.Object) field.ErrorList {
-	return func(obj runtime.Object) field.ErrorList { return f(obj.(T)) }
-}
-
-func validate2[T runtime.Object](f func(obj, old T) field.ErrorList) func(obj, old runtime.Object) field.ErrorList {
-	return func(obj, old runtime.Object) field.ErrorList { return f(obj.(T), old.(T)) }
 }
 
 func changed[T runtime.Object](f func(obj, old T) bool) func(obj, old runtime.Object) bool {
@@ -58,44 +47,6 @@ func verbsWithoutDeleteCollection() []string {
 	return []string{"create", "delete", "get", "list", "patch", "update", "watch"}
 }
 
-// validateMeta validates metadata on create the way core's ValidateObjectMeta
-// does: the generic checks plus Kubernetes' rule for unqualified finalizer
-// names. It expects generateName to have been turned into a name already.
-func validateMeta(obj metav1.Object, namespaced bool, nameFn apivalidation.ValidateNameFunc) field.ErrorList {
-	path := field.NewPath("metadata")
-	errs := apivalidation.ValidateObjectMetaAccessor(obj, namespaced, nameFn, path)
-	return append(errs, validateKubeFinalizerNames(obj.GetFinalizers(), path.Child("finalizers"))...)
-}
-
-// validateMetaUpdate validates metadata on update (immutable name, namespace,
-// uid, creationTimestamp...), plus the finalizer-name rule.
-func validateMetaUpdate(obj, old metav1.Object) field.ErrorList {
-	path := field.NewPath("metadata")
-	errs := apivalidation.ValidateObjectMetaAccessorUpdate(obj, old, path)
-	return append(errs, validateKubeFinalizerNames(obj.GetFinalizers(), path.Child("finalizers"))...)
-}
-
-func validateKubeFinalizerNames(finalizers []string, path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for i, f := range finalizers {
-		errs = append(errs, validateKubeFinalizerName(f, path.Index(i))...)
-	}
-	return errs
-}
-
-// validateKubeFinalizerName rejects unqualified finalizer names other than
-// the few Kubernetes itself defines.
-func validateKubeFinalizerName(name string, path *field.Path) field.ErrorList {
-	if strings.Contains(name, "/") {
-		return nil
-	}
-	switch name {
-	case string(corev1.FinalizerKubernetes), metav1.FinalizerOrphanDependents, metav1.FinalizerDeleteDependents:
-		return nil
-	}
-	return field.ErrorList{field.Invalid(path, name, "name is neither a standard finalizer name nor is it fully qualified")}
-}
-
 // keepMetaForStatus makes a status update leave metadata alone: dst becomes a
 // copy of old except for the resourceVersion, which the client sends for
 // optimistic concurrency.
@@ -103,30 +54,6 @@ func keepMetaForStatus(dst, old *metav1.ObjectMeta) {
 	rv := dst.ResourceVersion
 	*dst = *old.DeepCopy()
 	dst.ResourceVersion = rv
-}
-
-func dns1123Label(value string, path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1123Label(value) {
-		errs = append(errs, field.Invalid(path, value, msg))
-	}
-	return errs
-}
-
-func dns1123Subdomain(value string, path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1123Subdomain(value) {
-		errs = append(errs, field.Invalid(path, value, msg))
-	}
-	return errs
-}
-
-func qualifiedName(value string, path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, msg := range validation.IsQualifiedName(value) {
-		errs = append(errs, field.Invalid(path, value, msg))
-	}
-	return errs
 }
 
 func nonNegative(value int64, path *field.Path) field.ErrorList {

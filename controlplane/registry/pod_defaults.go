@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"reflect"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -345,4 +346,17 @@ func syncPodStatusIPs(s *corev1.PodStatus) {
 	if len(s.HostIPs) > 0 {
 		s.HostIP = s.HostIPs[0].IP
 	}
+}
+
+// countVolumeSources counts the sources set in src (every source is a
+// pointer field of VolumeSource).
+func countVolumeSources(src *corev1.VolumeSource) int {
+	n := 0
+	v := reflect.ValueOf(src).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		if f := v.Field(i); f.Kind() == reflect.Pointer && !f.IsNil() {
+			n++
+		}
+	}
+	return n
 }

@@ -1,5 +1,11 @@
 package registry
 
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/nodelet/nodelet/controlplane/apivalidation"
+)
+
 // DefaultOptions returns the options upstream's kube-apiserver uses by
 // default: 300 seconds for both default NoExecute tolerations.
 func DefaultOptions() Options {
@@ -13,7 +19,7 @@ func DefaultOptions() Options {
 // (callers may modify what they get). Resources of the same group version
 // are adjacent and ordered as upstream's discovery lists them.
 func All(opts Options) []*Resource {
-	return []*Resource{
+	resources := []*Resource{
 		configMapResource(),
 		endpointsResource(),
 		eventResource(),
@@ -27,5 +33,32 @@ func All(opts Options) []*Resource {
 		replicaSetResource(),
 		leaseResource(),
 		endpointSliceResource(),
+	}
+	v := apivalidation.New()
+	for _, r := range resources {
+		useUpstream(r, v)
+	}
+	return resources
+}
+
+// useUpstream makes r default and validate with upstream's code: the v1
+// defaulters run first, then r's own Default (the admission-time mutations
+// and conversion aliases upstream applies outside its defaulters); every
+// validation hook is upstream's strategy validation for the kind.
+func useUpstream(r *Resource, v *apivalidation.Validator) {
+	own := r.Default
+	r.Default = func(obj runtime.Object) {
+		v.Default(obj)
+		if own != nil {
+			own(obj)
+		}
+	}
+	r.Validate = v.Validate
+	r.ValidateUpdate = v.ValidateUpdate
+	if r.HasSubresource("status") {
+		r.ValidateStatusUpdate = v.ValidateStatusUpdate
+	}
+	if r.HasSubresource("finalize") {
+		r.ValidateFinalizeUpdate = v.ValidateFinalizeUpdate
 	}
 }

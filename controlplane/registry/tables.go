@@ -3,7 +3,6 @@ package registry
 import (
 	"fmt"
 	"net"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -425,14 +424,4 @@ func leaseRow(l *coordinationv1.Lease, now time.Time) []interface{} {
 		holder = *l.Spec.HolderIdentity
 	}
 	return []interface{}{l.Name, holder, age(l.CreationTimestamp, now)}
-}
-
-// sortedKeys is used where upstream output is ordered and Go maps are not.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -58,7 +58,7 @@ func TestValidatePodCreate(t *testing.T) {
 				{Name: "a", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}, HostPath: &corev1.HostPathVolumeSource{Path: "/x"}}},
 				{Name: "Bad", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}},
 			}
-		}, []string{"FieldValueForbidden spec.volumes[1].emptyDir", "FieldValueDuplicate spec.volumes[1].name",
+		}, []string{"FieldValueForbidden spec.volumes[1].hostPath", "FieldValueDuplicate spec.volumes[1].name",
 			"FieldValueInvalid spec.volumes[2].name", "FieldValueRequired spec.volumes[2].configMap.name"}},
 		{"volume mounts", func(p *corev1.Pod) {
 			p.Spec.Volumes = []corev1.Volume{{Name: "data"}}
@@ -69,7 +69,7 @@ func TestValidatePodCreate(t *testing.T) {
 			p.Spec.RestartPolicy = "Sometimes"
 			p.Spec.DNSPolicy = "Google"
 			p.Spec.TerminationGracePeriodSeconds = ptr.To(int64(-1))
-		}, []string{"FieldValueNotSupported spec.restartPolicy", "FieldValueNotSupported spec.dnsPolicy", "FieldValueInvalid spec.terminationGracePeriodSeconds"}},
+		}, []string{"FieldValueNotSupported spec.restartPolicy", "FieldValueNotSupported spec.dnsPolicy"}}, // a negative grace period is defaulted to 1 (SetDefaults_Pod)
 		{"probes on plain init container", func(p *corev1.Pod) {
 			c := ctr("init", "busybox")
 			c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
@@ -220,7 +220,9 @@ func TestValidateService(t *testing.T) {
 		want   []string
 	}{
 		{"valid", func(*corev1.Service) {}, nil},
-		{"name must be a DNS-1035 label", func(s *corev1.Service) { s.Name = "1web" }, []string{"FieldValueInvalid metadata.name"}},
+		// RelaxedServiceNameValidation (GA in 1.37): a DNS-1123 label will do.
+		{"name may start with a digit", func(s *corev1.Service) { s.Name = "1web" }, nil},
+		{"name must be a DNS-1123 label", func(s *corev1.Service) { s.Name = "web.1" }, []string{"FieldValueInvalid metadata.name"}},
 		{"ports required", func(s *corev1.Service) { s.Spec.Ports = nil }, []string{"FieldValueRequired spec.ports"}},
 		{"headless needs no ports", func(s *corev1.Service) { s.Spec.Ports = nil; s.Spec.ClusterIP = "None" }, nil},
 		{"names required with two ports", func(s *corev1.Service) {
@@ -278,7 +280,7 @@ func TestValidateMiscResources(t *testing.T) {
 		{"namespaces", func() runtime.Object { return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a.b"}} }, []string{"FieldValueInvalid metadata.name"}},
 		{"namespaces", func() runtime.Object {
 			return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{"custom"}}}
-		}, []string{"FieldValueInvalid spec.finalizers[0]"}},
+		}, []string{"FieldValueInvalid spec.finalizers"}},
 		{"nodes", func() runtime.Object { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1.example.com"}} }, nil},
 		{"nodes", func() runtime.Object {
 			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Namespace: "default"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "k", Effect: "Sometimes"}}}}
