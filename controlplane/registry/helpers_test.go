@@ -12,7 +12,7 @@ import (
 )
 
 // resourceByName finds a resource of All(DefaultOptions()) or fails the test.
-func resourceByName(t *testing.T, name string) *Resource {
+func resourceByName(t testing.TB, name string) *Resource {
 	t.Helper()
 	for _, r := range All(DefaultOptions()) {
 		if r.Name == name {
