@@ -7,8 +7,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 )
 
 func deploymentResource() *Resource {
@@ -26,7 +24,6 @@ func deploymentResource() *Resource {
 		Subresources:    []string{"status", "scale"},
 		TrackGeneration: true,
 
-		Default:          mutate(defaultDeployment),
 		PrepareForCreate: mutate(func(d *appsv1.Deployment) { d.Status = appsv1.DeploymentStatus{} }),
 		PrepareForUpdate: mutate2(func(d, old *appsv1.Deployment) { d.Status = *old.Status.DeepCopy() }),
 		PrepareForStatusUpdate: mutate2(func(d, old *appsv1.Deployment) {
@@ -55,7 +52,6 @@ func replicaSetResource() *Resource {
 		Subresources:    []string{"status", "scale"},
 		TrackGeneration: true,
 
-		Default:          mutate(defaultReplicaSet),
 		PrepareForCreate: mutate(func(rs *appsv1.ReplicaSet) { rs.Status = appsv1.ReplicaSetStatus{} }),
 		PrepareForUpdate: mutate2(func(rs, old *appsv1.ReplicaSet) { rs.Status = *old.Status.DeepCopy() }),
 		PrepareForStatusUpdate: mutate2(func(rs, old *appsv1.ReplicaSet) {
@@ -70,42 +66,4 @@ func replicaSetResource() *Resource {
 		Columns: replicaSetColumns(),
 		Row:     row(replicaSetRow),
 	}
-}
-
-// defaultDeployment applies apps/v1's SetDefaults_Deployment and the pod
-// template defaults. Unlike extensions/v1beta1, apps/v1 defaults neither the
-// selector nor the deployment's labels from the template.
-func defaultDeployment(d *appsv1.Deployment) {
-	if d.Spec.Replicas == nil {
-		d.Spec.Replicas = ptr.To(int32(1))
-	}
-	s := &d.Spec.Strategy
-	if s.Type == "" {
-		s.Type = appsv1.RollingUpdateDeploymentStrategyType
-	}
-	if s.Type == appsv1.RollingUpdateDeploymentStrategyType {
-		if s.RollingUpdate == nil {
-			s.RollingUpdate = &appsv1.RollingUpdateDeployment{}
-		}
-		if s.RollingUpdate.MaxUnavailable == nil {
-			s.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromString("25%"))
-		}
-		if s.RollingUpdate.MaxSurge == nil {
-			s.RollingUpdate.MaxSurge = ptr.To(intstr.FromString("25%"))
-		}
-	}
-	if d.Spec.RevisionHistoryLimit == nil {
-		d.Spec.RevisionHistoryLimit = ptr.To(int32(10))
-	}
-	if d.Spec.ProgressDeadlineSeconds == nil {
-		d.Spec.ProgressDeadlineSeconds = ptr.To(int32(600))
-	}
-	defaultPodSpec(&d.Spec.Template.Spec)
-}
-
-func defaultReplicaSet(rs *appsv1.ReplicaSet) {
-	if rs.Spec.Replicas == nil {
-		rs.Spec.Replicas = ptr.To(int32(1))
-	}
-	defaultPodSpec(&rs.Spec.Template.Spec)
 }

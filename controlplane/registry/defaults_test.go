@@ -27,8 +27,9 @@ func TestImagePullPolicyDefault(t *testing.T) {
 		{"", corev1.PullIfNotPresent},
 	}
 	for _, tt := range tests {
-		c := corev1.Container{Image: tt.image}
-		defaultContainer(&c)
+		pod := newPod(corev1.Container{Name: "app", Image: tt.image})
+		defaultWith(t, DefaultOptions(), pod)
+		c := pod.Spec.Containers[0]
 		if c.ImagePullPolicy != tt.want {
 			t.Errorf("image %q: pull policy %q, want %q", tt.image, c.ImagePullPolicy, tt.want)
 		}
@@ -51,7 +52,7 @@ func TestPodDefaults(t *testing.T) {
 		{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}},
 		{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data"}}},
 	}
-	defaultPod(pod, DefaultOptions())
+	defaultWith(t, DefaultOptions(), pod)
 
 	spec := pod.Spec
 	if spec.RestartPolicy != corev1.RestartPolicyAlways || spec.DNSPolicy != corev1.DNSClusterFirst ||
@@ -107,7 +108,7 @@ func TestPodDefaultTolerations(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := newPod(ctr("app", "nginx"))
 			pod.Spec.Tolerations = tt.existing
-			defaultPod(pod, Options{DefaultNotReadyTolerationSeconds: 111, DefaultUnreachableTolerationSeconds: 222})
+			defaultWith(t, Options{DefaultNotReadyTolerationSeconds: 111, DefaultUnreachableTolerationSeconds: 222}, pod)
 			var keys []string
 			for _, tol := range pod.Spec.Tolerations {
 				keys = append(keys, tol.Key)
@@ -126,7 +127,7 @@ func TestPodDefaultTolerations(t *testing.T) {
 			}
 			// Defaulting again must not add more.
 			n := len(pod.Spec.Tolerations)
-			defaultPod(pod, DefaultOptions())
+			defaultWith(t, DefaultOptions(), pod)
 			if len(pod.Spec.Tolerations) != n {
 				t.Errorf("defaulting is not idempotent: %d tolerations, then %d", n, len(pod.Spec.Tolerations))
 			}
@@ -139,7 +140,7 @@ func TestDeploymentDefaults(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{ctr("app", "nginx")}},
 	}}}
-	defaultDeployment(d)
+	defaultWith(t, DefaultOptions(), d)
 	s := d.Spec
 	if *s.Replicas != 1 || s.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType ||
 		s.Strategy.RollingUpdate.MaxSurge.String() != "25%" || s.Strategy.RollingUpdate.MaxUnavailable.String() != "25%" ||
@@ -157,7 +158,7 @@ func TestDeploymentDefaults(t *testing.T) {
 		t.Errorf("pod-only defaults leaked into the template: %+v", ps)
 	}
 	rec := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}}}
-	defaultDeployment(rec)
+	defaultWith(t, DefaultOptions(), rec)
 	if rec.Spec.Strategy.RollingUpdate != nil {
 		t.Errorf("Recreate got rollingUpdate %+v", rec.Spec.Strategy.RollingUpdate)
 	}

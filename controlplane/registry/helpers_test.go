@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -21,6 +22,19 @@ func resourceByName(t testing.TB, name string) *Resource {
 	}
 	t.Fatalf("no resource %q", name)
 	return nil
+}
+
+// defaultWith runs the Default hook (upstream's defaulters, then the
+// registry's own) of the resource in All(opts) that serves obj's type.
+func defaultWith(t testing.TB, opts Options, obj runtime.Object) {
+	t.Helper()
+	for _, r := range All(opts) {
+		if reflect.TypeOf(r.New()) == reflect.TypeOf(obj) {
+			r.Default(obj)
+			return
+		}
+	}
+	t.Fatalf("no resource for %T", obj)
 }
 
 // createErrors runs the create hooks in the handlers' order and returns the
