@@ -1,12 +1,16 @@
 package apivalidation
 
 import (
+	"strings"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	podutil "k8s.io/kubernetes/pkg/api/pod"
 	"k8s.io/kubernetes/pkg/apis/core"
+	"k8s.io/kubernetes/pkg/apis/core/helper"
 	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
 )
 
@@ -48,6 +52,12 @@ func validateCoreCreate(obj runtime.Object) (field.ErrorList, bool) {
 		return corevalidation.ValidateEndpointsCreate(o), true
 	case *core.Event:
 		return corevalidation.ValidateEventCreate(o, eventVersion), true
+	case *core.ReplicationController:
+		opts := podutil.GetValidationOptionsFromPodTemplate(o.Spec.Template, nil)
+		return corevalidation.ValidateReplicationController(o, opts), true
+	case *core.PodTemplate:
+		opts := podutil.GetValidationOptionsFromPodTemplate(&o.Template, nil)
+		return corevalidation.ValidatePodTemplate(o, opts), true
 	}
 	return nil, false
 }
@@ -74,6 +84,36 @@ func validateCoreUpdate(obj, old runtime.Object) (field.ErrorList, bool) {
 		return corevalidation.ValidateEndpointsUpdate(o, old.(*core.Endpoints)), true
 	case *core.Event:
 		return corevalidation.ValidateEventUpdate(o, old.(*core.Event), eventVersion), true
+	case *core.ReplicationController:
+		return validateRCUpdate(o, old.(*core.ReplicationController)), true
+	case *core.PodTemplate:
+		oldT := old.(*core.PodTemplate)
+		opts := podutil.GetValidationOptionsFromPodTemplate(&o.Template, &oldT.Template)
+		return corevalidation.ValidatePodTemplateUpdate(o, oldT, opts), true
 	}
 	return nil, false
+}
+
+// validateRCUpdate is upstream's replication controller strategy
+// ValidateUpdate: the update validation, then the fields an older version
+// recorded as not convertible may not change.
+func validateRCUpdate(rc, old *core.ReplicationController) field.ErrorList {
+	opts := podutil.GetValidationOptionsFromPodTemplate(rc.Spec.Template, old.Spec.Template)
+	errs := corevalidation.ValidateReplicationControllerUpdate(rc, old, opts)
+	for key, value := range helper.NonConvertibleFields(old.Annotations) {
+		parts := strings.Split(key, "/")
+		if len(parts) != 2 {
+			continue
+		}
+		broken := parts[1]
+		switch {
+		case strings.Contains(broken, "selector"):
+			if !apiequality.Semantic.DeepEqual(old.Spec.Selector, rc.Spec.Selector) {
+				errs = append(errs, field.Invalid(field.NewPath("spec").Child("selector"), rc.Spec.Selector, "cannot update non-convertible selector"))
+			}
+		default:
+			errs = append(errs, &field.Error{Type: field.ErrorTypeNotFound, BadValue: value, Field: broken, Detail: "unknown non-convertible field"})
+		}
+	}
+	return errs
 }

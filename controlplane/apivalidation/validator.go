@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/kubernetes/pkg/apis/apps"
 	appsv1 "k8s.io/kubernetes/pkg/apis/apps/v1"
+	"k8s.io/kubernetes/pkg/apis/batch"
+	batchv1 "k8s.io/kubernetes/pkg/apis/batch/v1"
 	"k8s.io/kubernetes/pkg/apis/coordination"
 	coordinationv1 "k8s.io/kubernetes/pkg/apis/coordination/v1"
 	"k8s.io/kubernetes/pkg/apis/core"
@@ -23,6 +25,10 @@ import (
 	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
 	"k8s.io/kubernetes/pkg/apis/discovery"
 	discoveryv1 "k8s.io/kubernetes/pkg/apis/discovery/v1"
+	"k8s.io/kubernetes/pkg/apis/policy"
+	policyv1 "k8s.io/kubernetes/pkg/apis/policy/v1"
+	"k8s.io/kubernetes/pkg/apis/scheduling"
+	schedulingv1 "k8s.io/kubernetes/pkg/apis/scheduling/v1"
 )
 
 // Validator holds the scheme that knows the served groups' v1 and internal
@@ -41,6 +47,9 @@ func New() *Validator {
 		apps.AddToScheme, appsv1.AddToScheme,
 		coordination.AddToScheme, coordinationv1.AddToScheme,
 		discovery.AddToScheme, discoveryv1.AddToScheme,
+		batch.AddToScheme, batchv1.AddToScheme,
+		policy.AddToScheme, policyv1.AddToScheme,
+		scheduling.AddToScheme, schedulingv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("apivalidation: build the scheme: %v", err))
