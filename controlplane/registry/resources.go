@@ -29,8 +29,11 @@ func All(opts Options) []*Resource {
 		secretResource(),
 		serviceAccountResource(),
 		serviceResource(),
+		controllerRevisionResource(),
+		daemonSetResource(),
 		deploymentResource(),
 		replicaSetResource(),
+		statefulSetResource(),
 		leaseResource(),
 		endpointSliceResource(),
 	}

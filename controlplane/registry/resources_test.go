@@ -28,8 +28,11 @@ func TestAllResources(t *testing.T) {
 		{"secrets", "v1", "Secret", true, nil, nil, true, false, false},
 		{"events", "v1", "Event", true, []string{"ev"}, nil, true, false, false},
 		{"serviceaccounts", "v1", "ServiceAccount", true, []string{"sa"}, nil, true, false, false},
+		{"controllerrevisions", "apps/v1", "ControllerRevision", true, nil, nil, true, false, false},
+		{"daemonsets", "apps/v1", "DaemonSet", true, []string{"ds"}, []string{"status"}, true, true, true},
 		{"deployments", "apps/v1", "Deployment", true, []string{"deploy"}, []string{"status", "scale"}, true, true, true},
 		{"replicasets", "apps/v1", "ReplicaSet", true, []string{"rs"}, []string{"status", "scale"}, true, true, true},
+		{"statefulsets", "apps/v1", "StatefulSet", true, []string{"sts"}, []string{"status", "scale"}, true, true, true},
 		{"leases", "coordination.k8s.io/v1", "Lease", true, nil, nil, true, false, false},
 		{"endpointslices", "discovery.k8s.io/v1", "EndpointSlice", true, nil, nil, true, false, false},
 	}

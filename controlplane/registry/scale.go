@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -12,7 +13,7 @@ import (
 )
 
 // ScaleOf returns the scale subresource (autoscaling/v1 Scale) of a
-// deployment or replica set: its metadata (name, namespace, uid,
+// deployment, replica set, stateful set or replication controller: its metadata (name, namespace, uid,
 // resourceVersion, creationTimestamp), spec.replicas, status.replicas and the
 // selector in string form, as upstream's scale storage does.
 func ScaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
@@ -51,6 +52,11 @@ func scaleParts(obj runtime.Object) (metav1.ObjectMeta, int32, int32, *metav1.La
 			replicas = *o.Spec.Replicas
 		}
 		return o.ObjectMeta, replicas, o.Status.Replicas, o.Spec.Selector, nil
+	case *appsv1.StatefulSet:
+		return o.ObjectMeta, ptr.Deref(o.Spec.Replicas, 0), o.Status.Replicas, o.Spec.Selector, nil
+	case *corev1.ReplicationController:
+		// The selector is a plain label map: every label must match.
+		return o.ObjectMeta, ptr.Deref(o.Spec.Replicas, 0), o.Status.Replicas, &metav1.LabelSelector{MatchLabels: o.Spec.Selector}, nil
 	}
 	return metav1.ObjectMeta{}, 0, 0, nil, fmt.Errorf("registry: no scale subresource for %T", obj)
 }
@@ -68,6 +74,10 @@ func ApplyScale(obj runtime.Object, scale *autoscalingv1.Scale) error {
 	case *appsv1.Deployment:
 		o.Spec.Replicas = ptr.To(scale.Spec.Replicas)
 	case *appsv1.ReplicaSet:
+		o.Spec.Replicas = ptr.To(scale.Spec.Replicas)
+	case *appsv1.StatefulSet:
+		o.Spec.Replicas = ptr.To(scale.Spec.Replicas)
+	case *corev1.ReplicationController:
 		o.Spec.Replicas = ptr.To(scale.Spec.Replicas)
 	default:
 		return fmt.Errorf("registry: no scale subresource for %T", obj)
