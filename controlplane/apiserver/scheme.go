@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -20,7 +21,7 @@ func newProtobufSerializer() (runtime.Serializer, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme,
-		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, metav1.AddMetaToScheme,
+		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, batchv1.AddToScheme, metav1.AddMetaToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("build scheme: %w", err)

@@ -34,6 +34,8 @@ func All(opts Options) []*Resource {
 		deploymentResource(),
 		replicaSetResource(),
 		statefulSetResource(),
+		cronJobResource(),
+		jobResource(),
 		leaseResource(),
 		endpointSliceResource(),
 	}

@@ -33,6 +33,8 @@ func TestAllResources(t *testing.T) {
 		{"deployments", "apps/v1", "Deployment", true, []string{"deploy"}, []string{"status", "scale"}, true, true, true},
 		{"replicasets", "apps/v1", "ReplicaSet", true, []string{"rs"}, []string{"status", "scale"}, true, true, true},
 		{"statefulsets", "apps/v1", "StatefulSet", true, []string{"sts"}, []string{"status", "scale"}, true, true, true},
+		{"cronjobs", "batch/v1", "CronJob", true, []string{"cj"}, []string{"status"}, true, true, true},
+		{"jobs", "batch/v1", "Job", true, nil, []string{"status"}, true, true, true},
 		{"leases", "coordination.k8s.io/v1", "Lease", true, nil, nil, true, false, false},
 		{"endpointslices", "discovery.k8s.io/v1", "EndpointSlice", true, nil, nil, true, false, false},
 	}

@@ -64,13 +64,16 @@ func checkStatusSplit(t *testing.T, r *Resource, tc workloadCase) {
 		t.Errorf("create kept the status")
 	}
 
-	old := tc.valid()
-	r.Default(old)
+	stored := func() runtime.Object {
+		o := tc.valid()
+		r.Default(o)
+		r.PrepareForCreate(o)
+		o.(metav1.Object).SetResourceVersion("7")
+		return o
+	}
+	old := stored()
 	tc.setStatus(old)
-	old.(metav1.Object).SetResourceVersion("7")
-	upd := tc.valid()
-	r.Default(upd)
-	upd.(metav1.Object).SetResourceVersion("7")
+	upd := stored()
 	tc.changeSpec(upd)
 	r.PrepareForUpdate(upd, old)
 	if !tc.hasStatus(upd) {
