@@ -26,6 +26,8 @@ func All(opts Options) []*Resource {
 		namespaceResource(),
 		nodeResource(),
 		podResource(opts),
+		podTemplateResource(),
+		replicationControllerResource(),
 		secretResource(),
 		serviceAccountResource(),
 		serviceResource(),
