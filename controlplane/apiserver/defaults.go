@@ -7,12 +7,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/controlplane/apivalidation"
 	"github.com/nodelet/nodelet/controlplane/registry"
 )
 
@@ -20,7 +22,8 @@ import (
 var systemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
 
 // EnsureDefaults creates the objects every cluster has, if missing:
-// the system namespaces and the kubernetes Service. Serve calls it.
+// the system namespaces, the kubernetes and kube-dns Services and the
+// system priority classes. Serve calls it.
 func (s *Server) EnsureDefaults(ctx context.Context) error {
 	res := s.Resource("", "namespaces")
 	if res == nil {
@@ -36,7 +39,28 @@ func (s *Server) EnsureDefaults(ctx context.Context) error {
 	if err := s.ensureKubernetesService(ctx); err != nil {
 		return err
 	}
-	return s.ensureKubeDNSService(ctx)
+	if err := s.ensureKubeDNSService(ctx); err != nil {
+		return err
+	}
+	return s.ensureSystemPriorityClasses(ctx)
+}
+
+// ensureSystemPriorityClasses creates upstream's built-in priority classes
+// (system-node-critical, system-cluster-critical) when missing, as
+// kube-apiserver's scheduling post-start hook does; existing ones are left
+// as they are.
+func (s *Server) ensureSystemPriorityClasses(ctx context.Context) error {
+	res := s.Resource(schedulingv1.GroupName, "priorityclasses")
+	if res == nil {
+		return nil
+	}
+	for _, pc := range apivalidation.SystemPriorityClasses() {
+		setTypeMeta(res, pc)
+		if _, err := s.create(ctx, res, pc, false); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create priority class %s: %w", pc.Name, err)
+		}
+	}
+	return nil
 }
 
 // ensureKubeDNSService creates the kube-system/kube-dns Service, as

@@ -40,6 +40,8 @@ func All(opts Options) []*Resource {
 		jobResource(),
 		leaseResource(),
 		endpointSliceResource(),
+		podDisruptionBudgetResource(),
+		priorityClassResource(),
 	}
 	v := apivalidation.New()
 	for _, r := range resources {

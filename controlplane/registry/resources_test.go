@@ -39,6 +39,8 @@ func TestAllResources(t *testing.T) {
 		{"jobs", "batch/v1", "Job", true, nil, []string{"status"}, true, true, true},
 		{"leases", "coordination.k8s.io/v1", "Lease", true, nil, nil, true, false, false},
 		{"endpointslices", "discovery.k8s.io/v1", "EndpointSlice", true, nil, nil, true, false, false},
+		{"poddisruptionbudgets", "policy/v1", "PodDisruptionBudget", true, []string{"pdb"}, []string{"status"}, true, false, true},
+		{"priorityclasses", "scheduling.k8s.io/v1", "PriorityClass", false, []string{"pc"}, nil, true, false, true},
 	}
 	if n := len(All(DefaultOptions())); n != len(tests) {
 		t.Errorf("All returned %d resources, want %d", n, len(tests))
