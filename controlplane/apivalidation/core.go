@@ -58,6 +58,8 @@ func validateCoreCreate(obj runtime.Object) (field.ErrorList, bool) {
 	case *core.PodTemplate:
 		opts := podutil.GetValidationOptionsFromPodTemplate(&o.Template, nil)
 		return corevalidation.ValidatePodTemplate(o, opts), true
+	case *core.PersistentVolumeClaim:
+		return corevalidation.ValidatePersistentVolumeClaim(o, corevalidation.ValidationOptionsForPersistentVolumeClaim(o, nil)), true
 	}
 	return nil, false
 }
@@ -90,6 +92,10 @@ func validateCoreUpdate(obj, old runtime.Object) (field.ErrorList, bool) {
 		oldT := old.(*core.PodTemplate)
 		opts := podutil.GetValidationOptionsFromPodTemplate(&o.Template, &oldT.Template)
 		return corevalidation.ValidatePodTemplateUpdate(o, oldT, opts), true
+	case *core.PersistentVolumeClaim:
+		oldPVC := old.(*core.PersistentVolumeClaim)
+		opts := corevalidation.ValidationOptionsForPersistentVolumeClaim(o, oldPVC)
+		return corevalidation.ValidatePersistentVolumeClaimUpdate(o, oldPVC, opts), true
 	}
 	return nil, false
 }

@@ -144,6 +144,10 @@ func validateStatusUpdate(obj, old runtime.Object) (field.ErrorList, bool) {
 		return corevalidation.ValidateNodeUpdate(o, old.(*core.Node)), true
 	case *core.Namespace:
 		return corevalidation.ValidateNamespaceStatusUpdate(o, old.(*core.Namespace)), true
+	case *core.PersistentVolumeClaim:
+		oldPVC := old.(*core.PersistentVolumeClaim)
+		opts := corevalidation.ValidationOptionsForPersistentVolumeClaim(o, oldPVC)
+		return corevalidation.ValidatePersistentVolumeClaimStatusUpdate(o, oldPVC, opts), true
 	case *core.ReplicationController:
 		return corevalidation.ValidateReplicationControllerStatusUpdate(o, old.(*core.ReplicationController)), true
 	case *apps.Deployment:

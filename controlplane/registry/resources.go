@@ -25,6 +25,7 @@ func All(opts Options) []*Resource {
 		eventResource(),
 		namespaceResource(),
 		nodeResource(),
+		persistentVolumeClaimResource(),
 		podResource(opts),
 		podTemplateResource(),
 		replicationControllerResource(),

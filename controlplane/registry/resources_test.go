@@ -22,6 +22,7 @@ func TestAllResources(t *testing.T) {
 		{"namespaces", "v1", "Namespace", false, []string{"ns"}, []string{"status", "finalize"}, false, false, false},
 		{"pods", "v1", "Pod", true, []string{"po"}, []string{"status", "binding", "log", "exec", "attach", "portforward"}, true, true, false},
 		{"nodes", "v1", "Node", false, []string{"no"}, []string{"status", "proxy"}, true, false, false},
+		{"persistentvolumeclaims", "v1", "PersistentVolumeClaim", true, []string{"pvc"}, []string{"status"}, true, false, false},
 		{"podtemplates", "v1", "PodTemplate", true, nil, nil, true, false, true},
 		{"replicationcontrollers", "v1", "ReplicationController", true, []string{"rc"}, []string{"status", "scale"}, true, true, true},
 		{"services", "v1", "Service", true, []string{"svc"}, []string{"status"}, false, true, false},

@@ -1,0 +1,154 @@
+package registry
+
+import (
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	storagehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/utils/ptr"
+)
+
+// persistentVolumeClaimResource serves PersistentVolumeClaims as upstream's
+// strategy does: status reset on create and kept on update, the data source
+// fields made consistent. Nothing binds or provisions them yet; the
+// StatefulSet controller creates and watches them.
+func persistentVolumeClaimResource() *Resource {
+	return &Resource{
+		GroupVersion: corev1.SchemeGroupVersion,
+		Name:         "persistentvolumeclaims",
+		Kind:         "PersistentVolumeClaim",
+		ListKind:     "PersistentVolumeClaimList",
+		Namespaced:   true,
+		ShortNames:   []string{"pvc"},
+		Verbs:        allVerbs(),
+		New:          func() runtime.Object { return &corev1.PersistentVolumeClaim{} },
+		NewList:      func() runtime.Object { return &corev1.PersistentVolumeClaimList{} },
+		Subresources: []string{"status"},
+
+		PrepareForCreate: mutate(func(pvc *corev1.PersistentVolumeClaim) {
+			pvc.Status = corev1.PersistentVolumeClaimStatus{}
+			enforceDataSourceCompatibility(&pvc.Spec, nil)
+			normalizeDataSources(&pvc.Spec)
+		}),
+		PrepareForUpdate: mutate2(func(pvc, old *corev1.PersistentVolumeClaim) {
+			pvc.Status = *old.Status.DeepCopy()
+			enforceDataSourceCompatibility(&pvc.Spec, &old.Spec)
+			normalizeDataSources(&pvc.Spec)
+		}),
+		PrepareForStatusUpdate: mutate2(func(pvc, old *corev1.PersistentVolumeClaim) {
+			pvc.Spec = *old.Spec.DeepCopy()
+			keepMetaForStatus(&pvc.ObjectMeta, &old.ObjectMeta)
+		}),
+
+		Columns: persistentVolumeClaimColumns(),
+		Row:     row(persistentVolumeClaimRow),
+	}
+}
+
+// enforceDataSourceCompatibility is upstream's
+// EnforceDataSourceBackwardsCompatibility: without a dataSourceRef (and
+// unless the old claim used a data source), dataSource may only name a
+// claim or a volume snapshot; anything else is dropped.
+func enforceDataSourceCompatibility(spec, old *corev1.PersistentVolumeClaimSpec) {
+	if old != nil && (old.DataSource != nil || old.DataSourceRef != nil) {
+		return
+	}
+	if spec.DataSourceRef != nil || spec.DataSource == nil {
+		return
+	}
+	ds := spec.DataSource
+	group := ""
+	if ds.APIGroup != nil {
+		group = *ds.APIGroup
+	}
+	claim := ds.Kind == "PersistentVolumeClaim" && group == ""
+	snapshot := ds.Kind == "VolumeSnapshot" && group == "snapshot.storage.k8s.io"
+	if !claim && !snapshot {
+		spec.DataSource = nil
+	}
+}
+
+// normalizeDataSources is upstream's NormalizeDataSources: dataSource and
+// dataSourceRef mirror each other when only one is set (a namespaced ref
+// has no dataSource counterpart).
+func normalizeDataSources(spec *corev1.PersistentVolumeClaimSpec) {
+	switch {
+	case spec.DataSource != nil && spec.DataSourceRef == nil:
+		ds := spec.DataSource
+		spec.DataSourceRef = &corev1.TypedObjectReference{Kind: ds.Kind, Name: ds.Name}
+		if ds.APIGroup != nil {
+			spec.DataSourceRef.APIGroup = ptr.To(*ds.APIGroup)
+		}
+	case spec.DataSourceRef != nil && spec.DataSource == nil:
+		ref := spec.DataSourceRef
+		if ref.Namespace != nil && *ref.Namespace != "" {
+			return
+		}
+		spec.DataSource = &corev1.TypedLocalObjectReference{Kind: ref.Kind, Name: ref.Name}
+		if ref.APIGroup != nil {
+			spec.DataSource.APIGroup = ptr.To(*ref.APIGroup)
+		}
+	}
+}
+
+func persistentVolumeClaimColumns() []metav1.TableColumnDefinition {
+	spec, status := corev1.PersistentVolumeClaimSpec{}.SwaggerDoc(), corev1.PersistentVolumeClaimStatus{}.SwaggerDoc()
+	return []metav1.TableColumnDefinition{
+		nameColumn(),
+		{Name: "Status", Type: "string", Description: status["phase"]},
+		{Name: "Volume", Type: "string", Description: spec["volumeName"]},
+		{Name: "Capacity", Type: "string", Description: status["capacity"]},
+		{Name: "Access Modes", Type: "string", Description: status["accessModes"]},
+		{Name: "StorageClass", Type: "string", Description: "StorageClass of the pvc"},
+		{Name: "VolumeAttributesClass", Type: "string", Description: "VolumeAttributesClass of the pvc"},
+		ageColumn(),
+		{Name: "VolumeMode", Type: "string", Priority: 1, Description: spec["volumeMode"]},
+	}
+}
+
+// persistentVolumeClaimRow is upstream's printPersistentVolumeClaim: the
+// capacity and access modes show only once the claim is bound to a volume.
+func persistentVolumeClaimRow(pvc *corev1.PersistentVolumeClaim, now time.Time) []interface{} {
+	phase := string(pvc.Status.Phase)
+	if pvc.DeletionTimestamp != nil {
+		phase = "Terminating"
+	}
+	attrClass, mode, capacity, modes := "<unset>", "<unset>", "", ""
+	if pvc.Spec.VolumeAttributesClassName != nil {
+		attrClass = *pvc.Spec.VolumeAttributesClassName
+	}
+	if pvc.Spec.VolumeName != "" {
+		modes = accessModesString(pvc.Status.AccessModes)
+		storage := pvc.Status.Capacity[corev1.ResourceStorage]
+		capacity = storage.String()
+	}
+	if pvc.Spec.VolumeMode != nil {
+		mode = string(*pvc.Spec.VolumeMode)
+	}
+	return []interface{}{pvc.Name, phase, pvc.Spec.VolumeName, capacity, modes,
+		storagehelpers.GetPersistentVolumeClaimClass(pvc), attrClass, age(pvc.CreationTimestamp, now), mode}
+}
+
+// accessModesString is upstream's GetAccessModesAsString: RWO, ROX, RWX,
+// RWOP in that order, each once.
+func accessModesString(modes []corev1.PersistentVolumeAccessMode) string {
+	var out []string
+	for _, m := range []struct {
+		mode  corev1.PersistentVolumeAccessMode
+		short string
+	}{
+		{corev1.ReadWriteOnce, "RWO"}, {corev1.ReadOnlyMany, "ROX"},
+		{corev1.ReadWriteMany, "RWX"}, {corev1.ReadWriteOncePod, "RWOP"},
+	} {
+		for _, have := range modes {
+			if have == m.mode {
+				out = append(out, m.short)
+				break
+			}
+		}
+	}
+	return strings.Join(out, ",")
+}
