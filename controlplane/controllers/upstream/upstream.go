@@ -1,0 +1,170 @@
+// Package upstream runs kube-controller-manager's own controllers for the
+// workload kinds (k8s.io/kubernetes/pkg/controller/...): Jobs, CronJobs,
+// DaemonSets, ReplicationControllers, StatefulSets, PodDisruptionBudgets,
+// and finished-Job TTLs. It only wires them as
+// cmd/kube-controller-manager does: a client of its own per controller
+// (named by its user agent), the shared informer factory, upstream's
+// default worker counts. Each controller makes its own event broadcaster
+// from its client and logs through klog, taking its logger from the
+// context.
+//
+// Not run: the pod garbage collector (pkg/controller/podgc). It imports
+// pkg/kubelet/eviction for one helper (PodIsEvicted), and that package
+// brings in the kubelet's container manager, cAdvisor, upstream's
+// scheduler and the DRA libraries: a dozen modules more in the control
+// plane for a controller that mostly collects pods of deleted nodes.
+//
+// Only the control plane imports this package: k8s.io/kubernetes must stay
+// out of the node agent's binary.
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/scale"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/cronjob"
+	"k8s.io/kubernetes/pkg/controller/daemon"
+	"k8s.io/kubernetes/pkg/controller/disruption"
+	"k8s.io/kubernetes/pkg/controller/job"
+	"k8s.io/kubernetes/pkg/controller/replication"
+	"k8s.io/kubernetes/pkg/controller/statefulset"
+	"k8s.io/kubernetes/pkg/controller/ttlafterfinished"
+)
+
+// Upstream's defaults (pkg/controller/<name>/config/v1alpha1/defaults.go).
+const (
+	jobWorkers          = 5 // ConcurrentJobSyncs
+	cronJobWorkers      = 5 // ConcurrentCronJobSyncs
+	daemonSetWorkers    = 2 // ConcurrentDaemonSetSyncs
+	rcWorkers           = 5 // ConcurrentRCSyncs
+	statefulSetWorkers  = 5 // ConcurrentStatefulSetSyncs
+	disruptionWorkers   = 1 // ConcurrentDisruptionSyncs
+	ttlWorkers          = 5 // ConcurrentTTLSyncs
+	daemonBackoffFirst  = 1 * time.Second
+	daemonBackoffLatest = 15 * time.Minute
+)
+
+// Config is what the controllers share.
+type Config struct {
+	// Rest is the controller manager's client config; each controller gets
+	// a copy under its own user agent, as upstream's ControllerContext
+	// NewClient does.
+	Rest *rest.Config
+	// Informers is the control plane's shared informer factory; the caller
+	// starts it after Build.
+	Informers informers.SharedInformerFactory
+}
+
+// builder constructs one controller and returns its Run.
+type builder func(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error)
+
+// builders names every controller by upstream's user agent for it.
+func builders() map[string]builder {
+	return map[string]builder{
+		"job-controller":                buildJob,
+		"cronjob-controller":            buildCronJob,
+		"daemon-set-controller":         buildDaemonSet,
+		"replication-controller":        buildReplication,
+		"statefulset-controller":        buildStatefulSet,
+		"disruption-controller":         buildDisruption,
+		"ttl-after-finished-controller": buildTTLAfterFinished,
+	}
+}
+
+// Build constructs every controller, registering their informer handlers
+// on cfg.Informers, and returns their Run functions by name. ctx bounds
+// what the constructors start (event broadcasters) and carries the logger.
+func Build(ctx context.Context, cfg Config) (map[string]func(context.Context), error) {
+	runs := map[string]func(context.Context){}
+	for name, build := range builders() {
+		cs, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg.Rest), name))
+		if err != nil {
+			return nil, fmt.Errorf("client for %s: %w", name, err)
+		}
+		cctx := klog.NewContext(ctx, klog.FromContext(ctx).WithName(name))
+		run, err := build(cctx, cs, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("build %s: %w", name, err)
+		}
+		runs[name] = func(ctx context.Context) { run(klog.NewContext(ctx, klog.FromContext(cctx))) }
+	}
+	return runs, nil
+}
+
+func buildJob(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+	f := cfg.Informers
+	// Workloads and PodGroups are consulted only under the WorkloadWithJob
+	// gate (alpha, off); scheduling.k8s.io/v1beta1 is not served.
+	jc, err := job.NewController(ctx, cs, f.Core().V1().Pods(), f.Batch().V1().Jobs(), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) { jc.Run(ctx, jobWorkers) }, nil
+}
+
+func buildCronJob(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+	f := cfg.Informers
+	cj, err := cronjob.NewControllerV2(ctx, f.Batch().V1().Jobs(), f.Batch().V1().CronJobs(), cs)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) { cj.Run(ctx, cronJobWorkers) }, nil
+}
+
+func buildDaemonSet(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+	f := cfg.Informers
+	dsc, err := daemon.NewDaemonSetsController(ctx, f.Apps().V1().DaemonSets(), f.Apps().V1().ControllerRevisions(),
+		f.Core().V1().Pods(), f.Core().V1().Nodes(), cs, flowcontrol.NewBackOff(daemonBackoffFirst, daemonBackoffLatest))
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) { dsc.Run(ctx, daemonSetWorkers) }, nil
+}
+
+func buildReplication(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+	f := cfg.Informers
+	rm := replication.NewReplicationManager(ctx, f.Core().V1().Pods(), f.Core().V1().ReplicationControllers(), cs,
+		replication.BurstReplicas)
+	return func(ctx context.Context) { rm.Run(ctx, rcWorkers) }, nil
+}
+
+func buildStatefulSet(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+	f := cfg.Informers
+	ssc := statefulset.NewStatefulSetController(ctx, f.Core().V1().Pods(), f.Apps().V1().StatefulSets(),
+		f.Core().V1().PersistentVolumeClaims(), f.Apps().V1().ControllerRevisions(), cs)
+	return func(ctx context.Context) { ssc.Run(ctx, statefulSetWorkers) }, nil
+}
+
+// buildDisruption gives the disruption controller what upstream's does: a
+// RESTMapper from the API server's discovery (cached, refreshed on a
+// miss) and a scale client resolving scale kinds through discovery, for
+// PodDisruptionBudgets over pods whose controller is not a built-in.
+func buildDisruption(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+	f := cfg.Informers
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))
+	scaleCfg := rest.AddUserAgent(rest.CopyConfig(cfg.Rest), "disruption-controller")
+	scales, err := scale.NewForConfig(scaleCfg, mapper, dynamic.LegacyAPIPathResolverFunc,
+		scale.NewDiscoveryScaleKindResolver(cs.Discovery()))
+	if err != nil {
+		return nil, fmt.Errorf("scale client: %w", err)
+	}
+	dc := disruption.NewDisruptionController(ctx, f.Core().V1().Pods(), f.Policy().V1().PodDisruptionBudgets(),
+		f.Core().V1().ReplicationControllers(), f.Apps().V1().ReplicaSets(), f.Apps().V1().Deployments(),
+		f.Apps().V1().StatefulSets(), cs, mapper, scales, cs.Discovery())
+	return func(ctx context.Context) { dc.Run(ctx, disruptionWorkers) }, nil
+}
+
+func buildTTLAfterFinished(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+	tc := ttlafterfinished.New(ctx, cfg.Informers.Batch().V1().Jobs(), cs)
+	return func(ctx context.Context) { tc.Run(ctx, ttlWorkers) }, nil
+}
