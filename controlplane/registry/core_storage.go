@@ -13,8 +13,10 @@ import (
 
 // persistentVolumeClaimResource serves PersistentVolumeClaims as upstream's
 // strategy does: status reset on create and kept on update, the data source
-// fields made consistent. Nothing binds or provisions them yet; the
-// StatefulSet controller creates and watches them.
+// fields made consistent. Upstream's defaulter, which also runs when it
+// reads claims back from etcd, makes an empty phase Pending; the hooks do
+// that here since claims are not re-defaulted on read. Nothing binds or
+// provisions them yet; the StatefulSet controller creates and watches them.
 func persistentVolumeClaimResource() *Resource {
 	return &Resource{
 		GroupVersion: corev1.SchemeGroupVersion,
@@ -29,7 +31,7 @@ func persistentVolumeClaimResource() *Resource {
 		Subresources: []string{"status"},
 
 		PrepareForCreate: mutate(func(pvc *corev1.PersistentVolumeClaim) {
-			pvc.Status = corev1.PersistentVolumeClaimStatus{}
+			pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending}
 			enforceDataSourceCompatibility(&pvc.Spec, nil)
 			normalizeDataSources(&pvc.Spec)
 		}),
@@ -41,6 +43,9 @@ func persistentVolumeClaimResource() *Resource {
 		PrepareForStatusUpdate: mutate2(func(pvc, old *corev1.PersistentVolumeClaim) {
 			pvc.Spec = *old.Spec.DeepCopy()
 			keepMetaForStatus(&pvc.ObjectMeta, &old.ObjectMeta)
+			if pvc.Status.Phase == "" {
+				pvc.Status.Phase = corev1.ClaimPending
+			}
 		}),
 
 		Columns: persistentVolumeClaimColumns(),

@@ -53,9 +53,10 @@ func TestClaimStatusSplit(t *testing.T) {
 	}
 	pvc := newClaim()
 	pvc.Status.Phase = corev1.ClaimBound
+	pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}
 	r.PrepareForCreate(pvc)
-	if pvc.Status.Phase != "" {
-		t.Errorf("create kept the status")
+	if pvc.Status.Phase != corev1.ClaimPending || pvc.Status.Capacity != nil {
+		t.Errorf("create kept the status or is not Pending: %+v", pvc.Status)
 	}
 	old := newClaim()
 	r.Default(old)
