@@ -24,6 +24,7 @@ import (
 	"github.com/nodelet/nodelet/controlplane/controllers/nodeipam"
 	"github.com/nodelet/nodelet/controlplane/controllers/nodelifecycle"
 	"github.com/nodelet/nodelet/controlplane/controllers/replicaset"
+	"github.com/nodelet/nodelet/controlplane/controllers/upstream"
 	"github.com/nodelet/nodelet/controlplane/leader"
 	"github.com/nodelet/nodelet/controlplane/pki"
 	"github.com/nodelet/nodelet/controlplane/scheduler"
@@ -95,6 +96,15 @@ func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config,
 	runs, err := buildControllers(c.cfg, cs, meta, factory, ctrlRecorder)
 	if err != nil {
 		return err
+	}
+	// Upstream's controllers for the workload kinds share the informers;
+	// each records events through a broadcaster of its own.
+	upstreamRuns, err := upstream.Build(ctx, upstream.Config{Rest: ctrlCfg, Informers: factory})
+	if err != nil {
+		return fmt.Errorf("upstream controllers: %w", err)
+	}
+	for name, run := range upstreamRuns {
+		runs[name] = func(ctx context.Context) error { run(ctx); return nil }
 	}
 	sched, err := scheduler.New(scheduler.Config{Client: schedCS, Informers: schedFactory, Recorder: schedRecorder,
 		Metrics: schedMetrics, Log: log})

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -40,12 +41,20 @@ func TestWorkloadKinds(t *testing.T) {
 	if out = cp.must("get", "sts/web", "pdb/zk-pdb", "pc/high-priority", "-o", "jsonpath={.items[*].metadata.generation}"); out != "1 1 1" {
 		t.Fatalf("generations after a second apply: %q", out)
 	}
+	// Upstream's controllers act on the objects: the replication
+	// controller creates its three pods (no node runs them), the stateful
+	// set its first pod and that pod's claim.
+	waitUntil(t, 30*time.Second, "rc nginx's pods and web-0's claim", func() bool {
+		out, _, _ := cp.kubectl("get", "rc/nginx", "pvc/www-web-0", "-o", "jsonpath={.items[*].status.replicas}")
+		return out == "3"
+	})
 	for _, c := range []struct{ args, header, row string }{
 		{"statefulsets", "NAME READY AGE", "web 0/2"},
 		{"daemonsets -n kube-system", "NAME DESIRED CURRENT READY UP-TO-DATE AVAILABLE NODE SELECTOR AGE", "fluentd-elasticsearch 0 0 0 0 0 <none>"},
 		{"jobs", "NAME STATUS COMPLETIONS DURATION AGE", "pi Running 0/1"},
 		{"cronjobs", "NAME SCHEDULE TIMEZONE SUSPEND ACTIVE LAST SCHEDULE AGE", "hello * * * * * <none> False 0 <none>"},
-		{"rc", "NAME DESIRED CURRENT READY AGE", "nginx 3 0 0"},
+		{"rc", "NAME DESIRED CURRENT READY AGE", "nginx 3 3 0"},
+		{"pvc", "NAME STATUS VOLUME CAPACITY ACCESS MODES STORAGECLASS VOLUMEATTRIBUTESCLASS AGE", "www-web-0 Pending <unset>"},
 		{"podtemplates", "NAME CONTAINERS IMAGES POD LABELS", "nginx nginx nginx app=nginx-rc"},
 		{"pdb", "NAME MIN AVAILABLE MAX UNAVAILABLE ALLOWED DISRUPTIONS AGE", "zk-pdb 2 N/A 0"},
 		{"pc high-priority", "NAME VALUE GLOBAL-DEFAULT AGE PREEMPTIONPOLICY", "high-priority 1000000 false"},
