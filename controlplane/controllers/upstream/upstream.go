@@ -146,9 +146,11 @@ func buildStatefulSet(ctx context.Context, cs kubernetes.Interface, cfg Config) 
 }
 
 // buildDisruption gives the disruption controller what upstream's does: a
-// RESTMapper from the API server's discovery (cached, refreshed on a
-// miss) and a scale client resolving scale kinds through discovery, for
-// PodDisruptionBudgets over pods whose controller is not a built-in.
+// RESTMapper over the API server's discovery and a scale client resolving
+// scale kinds through discovery, for PodDisruptionBudgets over pods whose
+// controller is not a built-in. kube-controller-manager resets its mapper
+// every 30 s to pick up new CRDs; the resources served here are fixed for
+// the process's life, so the cache is loaded once, on first use.
 func buildDisruption(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
 	f := cfg.Informers
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))

@@ -10,8 +10,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -103,16 +105,18 @@ func TestUpstreamControllers(t *testing.T) {
 	t.Run("daemonset", func(t *testing.T) { t.Parallel(); testDaemonSet(t, cs) })
 	t.Run("statefulset", func(t *testing.T) { t.Parallel(); testStatefulSet(t, cs) })
 	t.Run("cronjob", func(t *testing.T) { t.Parallel(); testCronJob(t, cs) })
+	t.Run("poddisruptionbudget", func(t *testing.T) { t.Parallel(); testDisruptionBudget(t, cs) })
 }
 
 // testJob: a Job of two completions creates its pods; once they succeed
-// the Job is Complete.
+// the Job is Complete, and its TTL after finishing has it deleted
+// (foreground: without a garbage collector here, it stays terminating).
 func testJob(t *testing.T, cs kubernetes.Interface) {
 	ctx := t.Context()
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "pi", Namespace: "default"},
 		Spec: batchv1.JobSpec{Completions: ptr.To(int32(2)), Parallelism: ptr.To(int32(2)),
-			Template: podTemplate("pi")},
+			TTLSecondsAfterFinished: ptr.To(int32(3)), Template: podTemplate("pi")},
 	}
 	job.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
 	if _, err := cs.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
@@ -138,6 +142,44 @@ func testJob(t *testing.T, cs kubernetes.Interface) {
 			}
 		}
 		return false, nil
+	})
+	eventually(t, 20*time.Second, "job deleted after its TTL", func(ctx context.Context) (bool, error) {
+		j, err := cs.BatchV1().Jobs("default").Get(ctx, "pi", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && j.DeletionTimestamp != nil, err
+	})
+}
+
+// testDisruptionBudget: the disruption controller computes a budget's
+// status over ready pods it selects.
+func testDisruptionBudget(t *testing.T, cs kubernetes.Interface) {
+	ctx := t.Context()
+	for _, name := range []string{"db-0", "db-1"} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
+			Labels: map[string]string{"app": "db"}}, Spec: podTemplate("db").Spec}
+		created, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create pod %s: %v", name, err)
+		}
+		setStatus(t, cs, created, corev1.PodRunning)
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "default"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+	}
+	if _, err := cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pdb db: %v", err)
+	}
+	eventually(t, 20*time.Second, "pdb status", func(ctx context.Context) (bool, error) {
+		got, err := cs.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "db", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		st := got.Status
+		return st.ExpectedPods == 2 && st.CurrentHealthy == 2 && st.DesiredHealthy == 1 && st.DisruptionsAllowed == 1, nil
 	})
 }
 
