@@ -46,10 +46,18 @@ func newAdmission(s *Server, serviceCIDR string) (*admission, error) {
 	return &admission{s: s, cidr: p.Masked(), pending: map[netip.Addr]bool{}, ports: map[int32]bool{}}, nil
 }
 
-// admitCreate runs before defaults and validation on every create: objects
-// may not be created in a missing or terminating namespace, as upstream's
-// NamespaceLifecycle plugin enforces.
+// admitCreate runs before defaults and validation on every create: the
+// namespace lifecycle, then the Priority step (priority.go).
 func (a *admission) admitCreate(ctx context.Context, res *registry.Resource, obj runtime.Object) error {
+	if err := a.admitNamespace(ctx, res, obj); err != nil {
+		return err
+	}
+	return a.admitPriority(ctx, res, obj, nil)
+}
+
+// admitNamespace: objects may not be created in a missing or terminating
+// namespace, as upstream's NamespaceLifecycle plugin enforces.
+func (a *admission) admitNamespace(ctx context.Context, res *registry.Resource, obj runtime.Object) error {
 	if !res.Namespaced {
 		return nil
 	}

@@ -293,6 +293,11 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 				fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, accessor(cur).GetUID()))
 		}
 		setTypeMeta(res, obj)
+		if sub == "" {
+			if err := s.admission.admitPriority(ctx, res, obj, cur); err != nil {
+				return nil, err
+			}
+		}
 		if err := s.prepareUpdate(res, sub, obj, cur); err != nil {
 			return nil, err
 		}
