@@ -102,6 +102,7 @@ var subresourceVerbs = map[string][]string{
 	"status":   {"get", "patch", "update"},
 	"scale":    {"get", "patch", "update"},
 	"binding":  {"create"},
+	"eviction": {"create"},
 	"finalize": {"update"},
 	// The connect subresources (proxy.go).
 	"log":         {"get"},
@@ -142,6 +143,8 @@ func resourceList(gv schema.GroupVersion, resources map[string]*registry.Resourc
 				ar.Group, ar.Version, ar.Kind = "autoscaling", "v1", "Scale"
 			case "binding":
 				ar.Kind = "Binding"
+			case "eviction":
+				ar.Group, ar.Version, ar.Kind = "policy", "v1", "Eviction"
 			}
 			if suffix, ok := connectOptionsKinds[sub]; ok {
 				ar.Kind = res.Kind + suffix

@@ -46,6 +46,8 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		err = s.serveScale(w, r, info)
 	case info.Subresource == "binding":
 		err = s.serveBinding(w, r, info)
+	case info.Subresource == "eviction":
+		err = s.serveEviction(w, r, info)
 	case info.Subresource == "finalize":
 		err = s.serveFinalize(w, r, info)
 	default:

@@ -27,8 +27,9 @@ func podResource(opts Options) *Resource {
 		New:          func() runtime.Object { return &corev1.Pod{} },
 		NewList:      func() runtime.Object { return &corev1.PodList{} },
 		// log, exec, attach and portforward are served by the pod's node,
-		// through the API server (connect subresources).
-		Subresources: []string{"status", "binding", "log", "exec", "attach", "portforward"},
+		// through the API server (connect subresources); eviction is a
+		// delete that respects PodDisruptionBudgets.
+		Subresources: []string{"status", "binding", "eviction", "log", "exec", "attach", "portforward"},
 
 		Default:                mutate(func(p *corev1.Pod) { defaultPod(p, opts) }),
 		PrepareForCreate:       mutate(preparePodForCreate),
