@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/controlplane/scheduler/queue"
 )
@@ -37,15 +35,17 @@ func (e *FitError) Error() string {
 	return fmt.Sprintf("0/%d nodes are available: %s.", e.NumAllNodes, strings.Join(parts, ", "))
 }
 
-// handleUnschedulable parks the pod, records FailedScheduling and sets
-// PodScheduled=False (asynchronously: no API call on the scheduling path).
-func (s *Scheduler) handleUnschedulable(ctx context.Context, qp *queue.QueuedPod, fe *FitError) {
+// handleUnschedulable parks the pod, records FailedScheduling, carries
+// out the preemption c (when not nil) and sets PodScheduled=False with
+// the nominated node (asynchronously: no API call on the scheduling path).
+// The pod is retried once pods are deleted, the victims among them.
+func (s *Scheduler) handleUnschedulable(ctx context.Context, qp *queue.QueuedPod, fe *FitError, c *Candidate) {
 	pod := qp.Info.Pod
 	msg := fe.Error()
 	s.queue.Requeue(qp, true)
 	s.log.Debug("pod unschedulable", "pod", qp.Info.Key, "reason", msg)
 	s.recorder.Event(pod, corev1.EventTypeWarning, "FailedScheduling", msg)
-	if conditionSays(pod, msg) {
+	if c == nil && conditionSays(pod, msg) {
 		return
 	}
 	s.inflight.Add(1)
@@ -53,7 +53,16 @@ func (s *Scheduler) handleUnschedulable(ctx context.Context, qp *queue.QueuedPod
 		defer s.inflight.Done()
 		ctx, cancel := context.WithTimeout(ctx, retryTimeout)
 		defer cancel()
-		if err := s.setUnschedulable(ctx, pod, msg); err != nil && ctx.Err() == nil {
+		nominated := pod.Status.NominatedNodeName
+		if c != nil {
+			s.log.Info("preempting", "pod", qp.Info.Key, "node", c.Node, "victims", len(c.Victims))
+			if err := s.evictVictims(ctx, pod, c); err != nil {
+				s.log.Info("preemption", "pod", qp.Info.Key, "node", c.Node, "err", err)
+			} else {
+				nominated = c.Node
+			}
+		}
+		if err := s.setUnschedulable(ctx, pod, msg, nominated); err != nil && ctx.Err() == nil {
 			s.log.Info("set PodScheduled=False", "pod", qp.Info.Key, "err", err)
 		}
 	}()
@@ -71,8 +80,9 @@ func conditionSays(pod *corev1.Pod, msg string) bool {
 }
 
 // setUnschedulable patches the PodScheduled condition (a strategic merge
-// on conditions keyed by type, guarded by the pod's UID).
-func (s *Scheduler) setUnschedulable(ctx context.Context, pod *corev1.Pod, msg string) error {
+// on conditions keyed by type, guarded by the pod's UID) and the
+// nominated node, if any.
+func (s *Scheduler) setUnschedulable(ctx context.Context, pod *corev1.Pod, msg, nominated string) error {
 	now := metav1.NewTime(time.Now())
 	cond := corev1.PodCondition{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
@@ -84,17 +94,9 @@ func (s *Scheduler) setUnschedulable(ctx context.Context, pod *corev1.Pod, msg s
 			cond.LastTransitionTime = c.LastTransitionTime
 		}
 	}
-	patch := map[string]any{
-		"metadata": map[string]any{"uid": pod.UID},
-		"status":   map[string]any{"conditions": []corev1.PodCondition{cond}},
+	status := map[string]any{"conditions": []corev1.PodCondition{cond}}
+	if nominated != "" {
+		status["nominatedNodeName"] = nominated
 	}
-	body, err := json.Marshal(patch)
-	if err != nil {
-		return fmt.Errorf("encode status patch for %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	_, err = s.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
-	if err != nil {
-		return fmt.Errorf("patch status of %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	return nil
+	return s.patchStatus(ctx, pod, status)
 }

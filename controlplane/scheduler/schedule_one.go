@@ -58,7 +58,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context) bool {
 	node, fitErr := s.schedulePod(pi, &s.snapshot)
 	if fitErr != nil {
 		s.metrics.attempt(resultUnschedulable, start)
-		s.handleUnschedulable(ctx, qp, fitErr)
+		s.handleUnschedulable(ctx, qp, fitErr, s.findPreemption(pi, &s.snapshot))
 		return true
 	}
 	if err := s.cache.AssumePod(pi, node); err != nil {

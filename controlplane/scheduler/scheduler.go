@@ -1,7 +1,8 @@
 // Package scheduler assigns pending pods to nodes the way kube-scheduler's
 // default profile does: a priority queue with backoff, a cache of nodes and
 // of pods on them (bound and assumed), parallel filters and scores over a
-// sample of the nodes, and asynchronous binding through pods/binding.
+// sample of the nodes, asynchronous binding through pods/binding, and
+// preemption of lower-priority pods when a pod fits nowhere.
 //
 // A scheduling cycle makes no API call: it reads an immutable snapshot of
 // the cache, assumes the pod onto the chosen node and hands the binding to
@@ -75,6 +76,7 @@ type Scheduler struct {
 
 	cache *schedcache.Cache
 	queue *queue.Queue
+	pdbs  pdbLister
 
 	synced   []cache.InformerSynced
 	bindSem  chan struct{}
@@ -128,7 +130,9 @@ func New(cfg Config) (*Scheduler, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("scheduler: node handler: %w", err)
 	}
-	s.synced = []cache.InformerSynced{pods.HasSynced, nodes.HasSynced}
+	pdbs := cfg.Informers.Policy().V1().PodDisruptionBudgets()
+	s.pdbs = pdbs.Lister()
+	s.synced = []cache.InformerSynced{pods.HasSynced, nodes.HasSynced, pdbs.Informer().HasSynced}
 	return s, nil
 }
 

@@ -1,0 +1,219 @@
+package scheduler
+
+import (
+	"math"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/nodelet/nodelet/controlplane/scheduler/framework"
+	"github.com/nodelet/nodelet/controlplane/scheduler/plugins"
+)
+
+// Preemption as upstream's DefaultPreemption plugin does it, in a simple
+// form: when a pod fits no node, find a node where evicting pods of lower
+// priority lets it fit. Only what evicting pods can fix is considered: a
+// node must pass every filter but the resource fit (its taints, affinity,
+// ports and the like stay as they are). This file decides; preempt.go acts.
+
+// Candidate is a node where the preemptor fits once Victims are gone.
+type Candidate struct {
+	Node string
+	// Victims, lowest priority first (the order they are evicted in).
+	Victims []*corev1.Pod
+	// PDBViolations counts the victims whose eviction a
+	// PodDisruptionBudget does not allow.
+	PDBViolations int
+}
+
+// PodPriority is spec.priority (0 when unset, as upstream).
+func PodPriority(pod *corev1.Pod) int32 {
+	if pod.Spec.Priority != nil {
+		return *pod.Spec.Priority
+	}
+	return 0
+}
+
+// eligibleToPreempt: a pod with preemptionPolicy Never never preempts, and
+// one already nominated to a node where lower-priority pods are still
+// terminating waits for them rather than evicting more.
+func eligibleToPreempt(pod *corev1.Pod, nodes []*framework.NodeInfo) bool {
+	if p := pod.Spec.PreemptionPolicy; p != nil && *p == corev1.PreemptNever {
+		return false
+	}
+	nominated := pod.Status.NominatedNodeName
+	if nominated == "" {
+		return true
+	}
+	for _, n := range nodes {
+		if n.Name() != nominated {
+			continue
+		}
+		for _, p := range n.Pods {
+			if p.Pod.DeletionTimestamp != nil && PodPriority(p.Pod) < PodPriority(pod) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// SelectPreemption returns the best node to preempt on for the pod of st,
+// or nil when no eviction of lower-priority pods makes it fit anywhere.
+// Nodes are ranked as upstream: fewest budget violations, then the lowest
+// priority of the most important victim, the lowest sum of priorities,
+// the fewest victims; the first in nodes' order wins ties.
+func SelectPreemption(st *plugins.State, nodes []*framework.NodeInfo, pdbs []*policyv1.PodDisruptionBudget) *Candidate {
+	if !eligibleToPreempt(st.Pod.Pod, nodes) {
+		return nil
+	}
+	var best *Candidate
+	for _, n := range nodes {
+		c := victimsOnNode(st, n, pdbs)
+		if c != nil && (best == nil || betterCandidate(c, best)) {
+			best = c
+		}
+	}
+	return best
+}
+
+func betterCandidate(a, b *Candidate) bool {
+	if a.PDBViolations != b.PDBViolations {
+		return a.PDBViolations < b.PDBViolations
+	}
+	// Victims are sorted lowest priority first: the last is the highest.
+	ha, hb := PodPriority(a.Victims[len(a.Victims)-1]), PodPriority(b.Victims[len(b.Victims)-1])
+	if ha != hb {
+		return ha < hb
+	}
+	if sa, sb := prioritySum(a.Victims), prioritySum(b.Victims); sa != sb {
+		return sa < sb
+	}
+	return len(a.Victims) < len(b.Victims)
+}
+
+// prioritySum adds priorities shifted to be positive, as upstream does, so
+// that more victims weigh more.
+func prioritySum(pods []*corev1.Pod) int64 {
+	var sum int64
+	for _, p := range pods {
+		sum += int64(PodPriority(p)) + int64(math.MaxInt32) + 1
+	}
+	return sum
+}
+
+// victimsOnNode finds the fewest pods to evict from n so the preemptor
+// fits: every lower-priority pod is removed, then each is given back, the
+// most important first and the ones a budget protects before the others,
+// as long as the preemptor still fits. Nil when n cannot be made to fit.
+func victimsOnNode(st *plugins.State, n *framework.NodeInfo, pdbs []*policyv1.PodDisruptionBudget) *Candidate {
+	if n.Node == nil {
+		return nil
+	}
+	prio := PodPriority(st.Pod.Pod)
+	var lower []*framework.PodInfo
+	for _, p := range n.Pods {
+		if PodPriority(p.Pod) < prio {
+			lower = append(lower, p)
+		}
+	}
+	if len(lower) == 0 || !fitsButForResources(st, n) {
+		return nil
+	}
+	sim := n.Clone()
+	for _, p := range lower {
+		sim.RemovePod(p.Key)
+	}
+	if plugins.NodeResourcesFit(st.Pod, sim) != nil {
+		return nil
+	}
+	sort.SliceStable(lower, func(i, j int) bool { return moreImportant(lower[i].Pod, lower[j].Pod) })
+	violating, ok := splitByBudget(lower, pdbs)
+	c := &Candidate{Node: n.Name()}
+	reprieve := func(p *framework.PodInfo, violates bool) {
+		sim.AddPod(p)
+		if plugins.NodeResourcesFit(st.Pod, sim) == nil {
+			return
+		}
+		sim.RemovePod(p.Key)
+		c.Victims = append(c.Victims, p.Pod)
+		if violates {
+			c.PDBViolations++
+		}
+	}
+	for _, p := range violating {
+		reprieve(p, true)
+	}
+	for _, p := range ok {
+		reprieve(p, false)
+	}
+	if len(c.Victims) == 0 {
+		return nil
+	}
+	sort.SliceStable(c.Victims, func(i, j int) bool { return moreImportant(c.Victims[j], c.Victims[i]) })
+	return c
+}
+
+// fitsButForResources: n passes every filter when its resources are
+// unbounded, so only the resource fit, which evictions change, rejects it.
+func fitsButForResources(st *plugins.State, n *framework.NodeInfo) bool {
+	unbounded := n.Clone()
+	unbounded.Allocatable = framework.Resource{MilliCPU: math.MaxInt64 / 4, Memory: math.MaxInt64 / 4,
+		EphemeralStorage: math.MaxInt64 / 4, AllowedPodNumber: math.MaxInt64 / 4}
+	return plugins.Filter(st, unbounded) == nil
+}
+
+// moreImportant orders pods as upstream's MoreImportantPod: higher
+// priority first, then the one that started earlier.
+func moreImportant(a, b *corev1.Pod) bool {
+	pa, pb := PodPriority(a), PodPriority(b)
+	if pa != pb {
+		return pa > pb
+	}
+	return startTime(a).Before(startTime(b))
+}
+
+func startTime(p *corev1.Pod) *metav1.Time {
+	if p.Status.StartTime != nil {
+		return p.Status.StartTime
+	}
+	return &p.CreationTimestamp
+}
+
+// splitByBudget splits pods (in order) into those whose eviction a budget
+// does not allow and the others, counting down each matching budget's
+// disruptionsAllowed as upstream's filterPodsWithPDBViolation does; pods
+// already in a budget's disruptedPods are not counted again.
+func splitByBudget(pods []*framework.PodInfo, pdbs []*policyv1.PodDisruptionBudget) (violating, ok []*framework.PodInfo) {
+	allowed := make([]int32, len(pdbs))
+	selectors := make([]labels.Selector, len(pdbs))
+	for i, pdb := range pdbs {
+		allowed[i] = pdb.Status.DisruptionsAllowed
+		if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err == nil && !sel.Empty() {
+			selectors[i] = sel
+		}
+	}
+	for _, p := range pods {
+		violates := false
+		for i, pdb := range pdbs {
+			if selectors[i] == nil || pdb.Namespace != p.Pod.Namespace || !selectors[i].Matches(labels.Set(p.Pod.Labels)) {
+				continue
+			}
+			if _, gone := pdb.Status.DisruptedPods[p.Pod.Name]; gone {
+				continue
+			}
+			if allowed[i]--; allowed[i] < 0 {
+				violates = true
+			}
+		}
+		if violates {
+			violating = append(violating, p)
+		} else {
+			ok = append(ok, p)
+		}
+	}
+	return violating, ok
+}

@@ -1,0 +1,138 @@
+package scheduler
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/controlplane/scheduler/framework"
+	"github.com/nodelet/nodelet/controlplane/scheduler/plugins"
+)
+
+func prioPod(name, cpu string, prio int32, app string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{"app": app}},
+		Spec: corev1.PodSpec{Priority: &prio, Containers: []corev1.Container{{Name: "c",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}},
+	}
+}
+
+func prioNode(name, cpu string, taints []corev1.Taint, pods ...*corev1.Pod) *framework.NodeInfo {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{Taints: taints},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu),
+			corev1.ResourceMemory: resource.MustParse("1Gi"), corev1.ResourcePods: resource.MustParse("110")}}}
+	n := framework.NewNodeInfo(node)
+	for _, p := range pods {
+		p.Spec.NodeName = name
+		n.AddPod(framework.NewPodInfo(p))
+	}
+	return n
+}
+
+func budget(app string, allowed int32) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: app},
+		Spec:   policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
+		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: allowed}}
+}
+
+func TestSelectPreemption(t *testing.T) {
+	never := corev1.PreemptNever
+	taint := []corev1.Taint{{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}}
+	nominated := prioPod("high", "600m", 100, "high")
+	nominated.Status.NominatedNodeName = "n1"
+	terminating := prioPod("t", "600m", 1, "low")
+	terminating.DeletionTimestamp = &metav1.Time{}
+	tests := []struct {
+		name        string
+		pod         *corev1.Pod
+		nodes       []*framework.NodeInfo
+		pdbs        []*policyv1.PodDisruptionBudget
+		wantNode    string
+		wantVictims []string
+		wantViolate int
+	}{
+		{name: "lowest priority victim suffices",
+			pod:      prioPod("high", "500m", 100, "high"),
+			nodes:    []*framework.NodeInfo{prioNode("n1", "1", nil, prioPod("a", "500m", 10, "low"), prioPod("b", "500m", 5, "low"))},
+			wantNode: "n1", wantVictims: []string{"b"}},
+		{name: "two victims, lowest first",
+			pod:      prioPod("high", "900m", 100, "high"),
+			nodes:    []*framework.NodeInfo{prioNode("n1", "1", nil, prioPod("a", "500m", 10, "low"), prioPod("b", "500m", 5, "low"))},
+			wantNode: "n1", wantVictims: []string{"b", "a"}},
+		{name: "equal or higher priority pods stay",
+			pod:   prioPod("high", "600m", 100, "high"),
+			nodes: []*framework.NodeInfo{prioNode("n1", "1", nil, prioPod("a", "500m", 100, "low"), prioPod("b", "500m", 200, "low"))}},
+		{name: "preemptionPolicy Never",
+			pod: func() *corev1.Pod {
+				p := prioPod("high", "600m", 100, "high")
+				p.Spec.PreemptionPolicy = &never
+				return p
+			}(),
+			nodes: []*framework.NodeInfo{prioNode("n1", "1", nil, prioPod("a", "500m", 1, "low"))}},
+		{name: "a taint eviction cannot fix",
+			pod:   prioPod("high", "600m", 100, "high"),
+			nodes: []*framework.NodeInfo{prioNode("n1", "1", taint, prioPod("a", "500m", 1, "low"))}},
+		// Among equals the ones listed first are given back first.
+		{name: "fewer victims win",
+			pod: prioPod("high", "600m", 100, "high"),
+			nodes: []*framework.NodeInfo{
+				prioNode("n1", "1", nil, prioPod("a", "300m", 1, "low"), prioPod("b", "300m", 1, "low"), prioPod("c", "300m", 1, "low")),
+				prioNode("n2", "1", nil, prioPod("d", "700m", 1, "low"))},
+			wantNode: "n2", wantVictims: []string{"d"}},
+		{name: "lower victim priority wins over fewer victims",
+			pod: prioPod("high", "600m", 100, "high"),
+			nodes: []*framework.NodeInfo{
+				prioNode("n1", "1", nil, prioPod("a", "700m", 50, "low")),
+				prioNode("n2", "1", nil, prioPod("b", "300m", 1, "low"), prioPod("c", "300m", 1, "low"), prioPod("d", "300m", 1, "low"))},
+			wantNode: "n2", wantVictims: []string{"c", "d"}},
+		{name: "a node violating no budget wins",
+			pod: prioPod("high", "600m", 100, "high"),
+			nodes: []*framework.NodeInfo{
+				prioNode("n1", "1", nil, prioPod("a", "700m", 1, "guarded")),
+				prioNode("n2", "1", nil, prioPod("b", "300m", 1, "free"), prioPod("c", "300m", 1, "free"), prioPod("d", "300m", 1, "free"))},
+			pdbs:     []*policyv1.PodDisruptionBudget{budget("guarded", 0)},
+			wantNode: "n2", wantVictims: []string{"c", "d"}},
+		{name: "a budget that allows it is no violation",
+			pod: prioPod("high", "600m", 100, "high"),
+			nodes: []*framework.NodeInfo{
+				prioNode("n1", "1", nil, prioPod("a", "700m", 1, "guarded")),
+				prioNode("n2", "1", nil, prioPod("b", "300m", 1, "free"), prioPod("c", "300m", 1, "free"), prioPod("d", "300m", 1, "free"))},
+			pdbs:     []*policyv1.PodDisruptionBudget{budget("guarded", 1)},
+			wantNode: "n1", wantVictims: []string{"a"}},
+		{name: "violating only if nothing else",
+			pod:      prioPod("high", "600m", 100, "high"),
+			nodes:    []*framework.NodeInfo{prioNode("n1", "1", nil, prioPod("a", "700m", 1, "guarded"))},
+			pdbs:     []*policyv1.PodDisruptionBudget{budget("guarded", 0)},
+			wantNode: "n1", wantVictims: []string{"a"}, wantViolate: 1},
+		{name: "nominated and victims still terminating",
+			pod:   nominated,
+			nodes: []*framework.NodeInfo{prioNode("n1", "1", nil, terminating, prioPod("a", "500m", 1, "low"))}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := plugins.PreFilter(framework.NewPodInfo(tt.pod), tt.nodes, false)
+			c := SelectPreemption(st, tt.nodes, tt.pdbs)
+			if tt.wantNode == "" {
+				if c != nil {
+					t.Fatalf("candidate %s with %d victims, want none", c.Node, len(c.Victims))
+				}
+				return
+			}
+			if c == nil {
+				t.Fatalf("no candidate, want %s", tt.wantNode)
+			}
+			var names []string
+			for _, v := range c.Victims {
+				names = append(names, v.Name)
+			}
+			if c.Node != tt.wantNode || !reflect.DeepEqual(names, tt.wantVictims) || c.PDBViolations != tt.wantViolate {
+				t.Fatalf("candidate %s victims %v violations %d, want %s %v %d", c.Node, names, c.PDBViolations, tt.wantNode, tt.wantVictims, tt.wantViolate)
+			}
+		})
+	}
+}
