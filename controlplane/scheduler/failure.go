@@ -57,6 +57,7 @@ func (s *Scheduler) handleUnschedulable(ctx context.Context, qp *queue.QueuedPod
 		if c != nil {
 			s.log.Info("preempting", "pod", qp.Info.Key, "node", c.Node, "victims", len(c.Victims))
 			if err := s.evictVictims(ctx, pod, c); err != nil {
+				s.forgetPreemption(qp.Info.Key)
 				s.log.Info("preemption", "pod", qp.Info.Key, "node", c.Node, "err", err)
 			} else {
 				nominated = c.Node

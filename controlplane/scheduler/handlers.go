@@ -47,6 +47,7 @@ func (s *Scheduler) onPodUpdate(oldObj, newObj any) {
 	if pod.Spec.NodeName != "" {
 		if old.Spec.NodeName == "" {
 			s.queue.Delete(key) // bound (by us: confirms the assumed pod)
+			s.forgetPreemption(key)
 		}
 		s.cache.AddPod(pod)
 		if terminal(pod) && !terminal(old) {
@@ -79,6 +80,7 @@ func (s *Scheduler) onPodDelete(obj any) {
 		}
 	}
 	s.queue.Delete(pod.Namespace + "/" + pod.Name)
+	s.forgetPreemption(pod.Namespace + "/" + pod.Name)
 	s.cache.RemovePod(pod)
 	if pod.Spec.NodeName != "" {
 		s.queue.MoveAllToActiveOrBackoff()

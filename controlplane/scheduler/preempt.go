@@ -34,7 +34,21 @@ func (s *Scheduler) findPreemption(pi *framework.PodInfo, snap *schedcache.Snaps
 		return nil
 	}
 	st := plugins.PreFilter(pi, snap.Nodes, snap.HaveAntiAffinityPods)
-	return SelectPreemption(st, snap.Nodes, pdbs)
+	s.preemptMu.Lock()
+	defer s.preemptMu.Unlock()
+	c := SelectPreemption(st, snap.Nodes, pdbs, s.preempting[pi.Key])
+	if c != nil {
+		s.preempting[pi.Key] = c
+	}
+	return c
+}
+
+// forgetPreemption drops the preemption recorded for the pod with key:
+// it is bound or gone, or its victims could not be evicted.
+func (s *Scheduler) forgetPreemption(key string) {
+	s.preemptMu.Lock()
+	delete(s.preempting, key)
+	s.preemptMu.Unlock()
 }
 
 // evictVictims carries out a preemption: each victim gets a

@@ -37,24 +37,29 @@ func PodPriority(pod *corev1.Pod) int32 {
 	return 0
 }
 
-// eligibleToPreempt: a pod with preemptionPolicy Never never preempts, and
-// one already nominated to a node where lower-priority pods are still
-// terminating waits for them rather than evicting more.
-func eligibleToPreempt(pod *corev1.Pod, nodes []*framework.NodeInfo) bool {
+// eligibleToPreempt: a pod with preemptionPolicy Never never preempts; one
+// whose earlier preemption (pending) still has victims on the node, or
+// that is nominated to a node where lower-priority pods are terminating,
+// waits for them rather than evicting more.
+func eligibleToPreempt(pod *corev1.Pod, nodes []*framework.NodeInfo, pending *Candidate) bool {
 	if p := pod.Spec.PreemptionPolicy; p != nil && *p == corev1.PreemptNever {
 		return false
 	}
-	nominated := pod.Status.NominatedNodeName
-	if nominated == "" {
-		return true
-	}
 	for _, n := range nodes {
-		if n.Name() != nominated {
-			continue
-		}
-		for _, p := range n.Pods {
-			if p.Pod.DeletionTimestamp != nil && PodPriority(p.Pod) < PodPriority(pod) {
-				return false
+		switch {
+		case pending != nil && n.Name() == pending.Node:
+			for _, v := range pending.Victims {
+				for _, p := range n.Pods {
+					if p.Pod.UID == v.UID {
+						return false
+					}
+				}
+			}
+		case n.Name() == pod.Status.NominatedNodeName:
+			for _, p := range n.Pods {
+				if p.Pod.DeletionTimestamp != nil && PodPriority(p.Pod) < PodPriority(pod) {
+					return false
+				}
 			}
 		}
 	}
@@ -62,12 +67,13 @@ func eligibleToPreempt(pod *corev1.Pod, nodes []*framework.NodeInfo) bool {
 }
 
 // SelectPreemption returns the best node to preempt on for the pod of st,
-// or nil when no eviction of lower-priority pods makes it fit anywhere.
+// or nil when no eviction of lower-priority pods makes it fit anywhere (or
+// the pod waits on pending, its preemption in progress, if any).
 // Nodes are ranked as upstream: fewest budget violations, then the lowest
 // priority of the most important victim, the lowest sum of priorities,
 // the fewest victims; the first in nodes' order wins ties.
-func SelectPreemption(st *plugins.State, nodes []*framework.NodeInfo, pdbs []*policyv1.PodDisruptionBudget) *Candidate {
-	if !eligibleToPreempt(st.Pod.Pod, nodes) {
+func SelectPreemption(st *plugins.State, nodes []*framework.NodeInfo, pdbs []*policyv1.PodDisruptionBudget, pending *Candidate) *Candidate {
+	if !eligibleToPreempt(st.Pod.Pod, nodes, pending) {
 		return nil
 	}
 	var best *Candidate

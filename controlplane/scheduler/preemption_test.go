@@ -55,6 +55,7 @@ func TestSelectPreemption(t *testing.T) {
 		wantNode    string
 		wantVictims []string
 		wantViolate int
+		pending     *Candidate
 	}{
 		{name: "lowest priority victim suffices",
 			pod:      prioPod("high", "500m", 100, "high"),
@@ -109,6 +110,15 @@ func TestSelectPreemption(t *testing.T) {
 			nodes:    []*framework.NodeInfo{prioNode("n1", "1", nil, prioPod("a", "700m", 1, "guarded"))},
 			pdbs:     []*policyv1.PodDisruptionBudget{budget("guarded", 0)},
 			wantNode: "n1", wantVictims: []string{"a"}, wantViolate: 1},
+		{name: "earlier preemption's victims still there",
+			pod:     prioPod("high", "600m", 100, "high"),
+			nodes:   []*framework.NodeInfo{prioNode("n1", "1", nil, prioPod("a", "500m", 1, "low")), prioNode("n2", "1", nil, prioPod("b", "500m", 1, "low"))},
+			pending: &Candidate{Node: "n1", Victims: []*corev1.Pod{prioPod("a", "500m", 1, "low")}}},
+		{name: "earlier preemption done",
+			pod:      prioPod("high", "600m", 100, "high"),
+			nodes:    []*framework.NodeInfo{prioNode("n1", "1", nil, prioPod("c", "500m", 1, "low"))},
+			pending:  &Candidate{Node: "n1", Victims: []*corev1.Pod{prioPod("a", "500m", 1, "low")}},
+			wantNode: "n1", wantVictims: []string{"c"}},
 		{name: "nominated and victims still terminating",
 			pod:   nominated,
 			nodes: []*framework.NodeInfo{prioNode("n1", "1", nil, terminating, prioPod("a", "500m", 1, "low"))}},
@@ -116,7 +126,7 @@ func TestSelectPreemption(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := plugins.PreFilter(framework.NewPodInfo(tt.pod), tt.nodes, false)
-			c := SelectPreemption(st, tt.nodes, tt.pdbs)
+			c := SelectPreemption(st, tt.nodes, tt.pdbs, tt.pending)
 			if tt.wantNode == "" {
 				if c != nil {
 					t.Fatalf("candidate %s with %d victims, want none", c.Node, len(c.Victims))

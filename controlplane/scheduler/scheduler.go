@@ -77,6 +77,10 @@ type Scheduler struct {
 	cache *schedcache.Cache
 	queue *queue.Queue
 	pdbs  pdbLister
+	// preempting holds the preemption each pod last started, by pod key,
+	// until the pod is bound or deleted (see preempt.go).
+	preemptMu  sync.Mutex
+	preempting map[string]*Candidate
 
 	synced   []cache.InformerSynced
 	bindSem  chan struct{}
@@ -115,7 +119,8 @@ func New(cfg Config) (*Scheduler, error) {
 		client: cfg.Client, recorder: cfg.Recorder,
 		weights: plugins.CompileWeights(cfg.Weights), rand: cfg.Rand,
 		cache: schedcache.New(), queue: queue.New(cfg.Queue),
-		bindSem: make(chan struct{}, cfg.MaxConcurrentBinds),
+		bindSem:    make(chan struct{}, cfg.MaxConcurrentBinds),
+		preempting: map[string]*Candidate{},
 	}
 	s.metrics = cfg.Metrics.forProfile(cfg.SchedulerName, s.queue.Lens)
 	pods := cfg.Informers.Core().V1().Pods().Informer()
