@@ -33,14 +33,31 @@ func (s *Scheduler) findPreemption(pi *framework.PodInfo, snap *schedcache.Snaps
 		s.log.Info("list pod disruption budgets for preemption", "pod", pi.Key, "err", err)
 		return nil
 	}
-	st := plugins.PreFilter(pi, snap.Nodes, snap.HaveAntiAffinityPods)
+	nodes := s.withNominated(pi, snap.Nodes)
+	st := plugins.PreFilter(pi, nodes, snap.HaveAntiAffinityPods)
 	s.preemptMu.Lock()
 	defer s.preemptMu.Unlock()
-	c := SelectPreemption(st, snap.Nodes, pdbs, s.preempting[pi.Key])
+	c := SelectPreemption(st, nodes, pdbs, s.preempting[pi.Key].Candidate)
 	if c != nil {
-		s.preempting[pi.Key] = c
+		s.preempting[pi.Key] = Nomination{Pod: pi, Candidate: c}
 	}
 	return c
+}
+
+// withNominated returns nodes with the pods preemption nominated to them
+// added, so lower-priority pods do not take the room it makes
+// (AddNominated decides which).
+func (s *Scheduler) withNominated(pi *framework.PodInfo, nodes []*framework.NodeInfo) []*framework.NodeInfo {
+	s.preemptMu.Lock()
+	defer s.preemptMu.Unlock()
+	if len(s.preempting) == 0 {
+		return nodes
+	}
+	noms := make([]Nomination, 0, len(s.preempting))
+	for _, n := range s.preempting {
+		noms = append(noms, n)
+	}
+	return AddNominated(pi, nodes, noms)
 }
 
 // forgetPreemption drops the preemption recorded for the pod with key:

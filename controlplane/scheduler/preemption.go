@@ -29,6 +29,42 @@ type Candidate struct {
 	PDBViolations int
 }
 
+// Nomination is a preemptor and the node it preempted on: until it is
+// bound, its requests are held on that node against pods of lower
+// priority, as upstream's nominator does.
+type Nomination struct {
+	Pod       *framework.PodInfo
+	Candidate *Candidate
+}
+
+// AddNominated returns nodes, with the nominated pods of at least pi's
+// priority (pi excepted) added to clones of their nodes; nodes itself is
+// not modified.
+func AddNominated(pi *framework.PodInfo, nodes []*framework.NodeInfo, noms []Nomination) []*framework.NodeInfo {
+	prio := PodPriority(pi.Pod)
+	byNode := map[string][]*framework.PodInfo{}
+	for _, n := range noms {
+		if n.Pod.Key != pi.Key && PodPriority(n.Pod.Pod) >= prio {
+			byNode[n.Candidate.Node] = append(byNode[n.Candidate.Node], n.Pod)
+		}
+	}
+	if len(byNode) == 0 {
+		return nodes
+	}
+	out := make([]*framework.NodeInfo, len(nodes))
+	for i, n := range nodes {
+		out[i] = n
+		if pods := byNode[n.Name()]; len(pods) > 0 {
+			c := n.Clone()
+			for _, p := range pods {
+				c.AddPod(p)
+			}
+			out[i] = c
+		}
+	}
+	return out
+}
+
 // PodPriority is spec.priority (0 when unset, as upstream).
 func PodPriority(pod *corev1.Pod) int32 {
 	if pod.Spec.Priority != nil {

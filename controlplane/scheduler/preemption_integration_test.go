@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -59,15 +60,33 @@ func TestPreemptionThroughAPI(t *testing.T) {
 		t.Fatalf("nominated to %s, want node-a", p.Status.NominatedNodeName)
 	}
 	waitEvent(t, cs, "low-a1", "Preempted", "Preempted by pod "+string(p.UID)+" on node node-a")
+	// A lower-priority newcomer (a controller's replacement, say) may not
+	// take the room made for high.
+	newcomer := low("low-new", "400m", "", "web")
+	createPods(t, cs, newcomer)
+	waitPod(t, cs, "low-new", "PodScheduled=False", unschedulableWith("Insufficient cpu"))
 	// Play the node: the victims' containers stopped, they go for good.
-	for _, name := range []string{"low-a1", "low-a2"} {
+	// Once one is gone the newcomer would fit on node-a but for high.
+	gone := func(name string) {
 		if err := cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	gone("low-a1")
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, "low-new", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.NodeName != "" {
+			t.Fatalf("low-new took the room made for high on %s", p.Spec.NodeName)
+		}
+	}
+	gone("low-a2")
 	if got := waitPod(t, cs, "high", "binding", bound); got.Spec.NodeName != "node-a" {
 		t.Fatalf("high bound to %s, want node-a", got.Spec.NodeName)
 	}
+	waitPod(t, cs, "low-new", "PodScheduled=False", unschedulableWith("Insufficient cpu"))
 	if g, err := cs.CoreV1().Pods("default").Get(ctx, "guarded-b", metav1.GetOptions{}); err != nil || g.DeletionTimestamp != nil {
 		t.Fatalf("guarded-b: %v, %v", g, err)
 	}

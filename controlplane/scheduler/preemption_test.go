@@ -146,3 +146,36 @@ func TestSelectPreemption(t *testing.T) {
 		})
 	}
 }
+
+func TestAddNominated(t *testing.T) {
+	n1 := prioNode("n1", "1", nil, prioPod("a", "200m", 1, "low"))
+	n2 := prioNode("n2", "1", nil)
+	nodes := []*framework.NodeInfo{n1, n2}
+	nom := func(name string, prio int32, node string) Nomination {
+		return Nomination{Pod: framework.NewPodInfo(prioPod(name, "500m", prio, "x")), Candidate: &Candidate{Node: node}}
+	}
+	noms := []Nomination{nom("high", 100, "n1"), nom("mid", 50, "n2")}
+	requested := func(ns []*framework.NodeInfo) []int64 {
+		return []int64{ns[0].Requested.MilliCPU, ns[1].Requested.MilliCPU}
+	}
+	for _, tt := range []struct {
+		name string
+		pod  *corev1.Pod
+		want []int64
+	}{
+		{name: "lower priority sees both", pod: prioPod("low", "100m", 10, "x"), want: []int64{700, 500}},
+		{name: "equal priority sees it", pod: prioPod("other", "100m", 50, "x"), want: []int64{700, 500}},
+		{name: "higher priority sees only higher", pod: prioPod("other", "100m", 60, "x"), want: []int64{700, 0}},
+		{name: "the nominated pod does not see itself", pod: prioPod("high", "500m", 100, "x"), want: []int64{200, 0}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := AddNominated(framework.NewPodInfo(tt.pod), nodes, noms)
+			if r := requested(got); !reflect.DeepEqual(r, tt.want) {
+				t.Fatalf("requested cpu %v, want %v", r, tt.want)
+			}
+			if r := requested(nodes); !reflect.DeepEqual(r, []int64{200, 0}) {
+				t.Fatalf("the snapshot's nodes changed: %v", r)
+			}
+		})
+	}
+}

@@ -67,6 +67,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context) bool {
 		s.queue.Requeue(qp, false)
 		return true
 	}
+	s.forgetPreemption(pi.Key) // the assumed pod holds its room now
 	s.bindAsync(ctx, qp, node, start)
 	return true
 }
@@ -74,7 +75,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context) bool {
 // schedulePod filters a sample of the nodes, scores the feasible ones and
 // returns the best, or why none fits.
 func (s *Scheduler) schedulePod(pi *framework.PodInfo, snap *schedcache.Snapshot) (string, *FitError) {
-	nodes := snap.Nodes
+	nodes := s.withNominated(pi, snap.Nodes)
 	if len(nodes) == 0 {
 		return "", &FitError{NumAllNodes: 0}
 	}

@@ -80,7 +80,7 @@ type Scheduler struct {
 	// preempting holds the preemption each pod last started, by pod key,
 	// until the pod is bound or deleted (see preempt.go).
 	preemptMu  sync.Mutex
-	preempting map[string]*Candidate
+	preempting map[string]Nomination
 
 	synced   []cache.InformerSynced
 	bindSem  chan struct{}
@@ -120,7 +120,7 @@ func New(cfg Config) (*Scheduler, error) {
 		weights: plugins.CompileWeights(cfg.Weights), rand: cfg.Rand,
 		cache: schedcache.New(), queue: queue.New(cfg.Queue),
 		bindSem:    make(chan struct{}, cfg.MaxConcurrentBinds),
-		preempting: map[string]*Candidate{},
+		preempting: map[string]Nomination{},
 	}
 	s.metrics = cfg.Metrics.forProfile(cfg.SchedulerName, s.queue.Lens)
 	pods := cfg.Informers.Core().V1().Pods().Informer()
