@@ -46,11 +46,15 @@ func TestDrainRespectsDisruptionBudget(t *testing.T) {
 		cp.must("patch", "pod", pod, "--subresource=status", "--type=merge", "-p",
 			`{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}`)
 	}
-	setBudget := func(allowed string) {
+	// Statuses set by hand that agree with what a disruption controller
+	// would write (minAvailable 1 of one ready pod: none allowed;
+	// minAvailable 0: one). desiredHealthy 2 first keeps the pod guarded
+	// even if the node's lifecycle marked it unready meanwhile.
+	setBudget := func(generation, allowed, desired string) {
 		cp.must("patch", "pdb", "web", "--subresource=status", "--type=merge", "-p",
-			`{"status":{"observedGeneration":1,"disruptionsAllowed":`+allowed+`,"currentHealthy":1,"desiredHealthy":2,"expectedPods":1}}`)
+			`{"status":{"observedGeneration":`+generation+`,"disruptionsAllowed":`+allowed+`,"currentHealthy":1,"desiredHealthy":`+desired+`,"expectedPods":1}}`)
 	}
-	setBudget("0")
+	setBudget("1", "0", "2")
 	drain := []string{"drain", "drain-node", "--ignore-daemonsets", "--force", "--pod-selector", "app=web", "--timeout", "5s"}
 	out, errOut, err := cp.kubectl(drain...)
 	if err == nil || !strings.Contains(errOut, "Cannot evict pod as it would violate the pod's disruption budget.") {
@@ -63,7 +67,8 @@ func TestDrainRespectsDisruptionBudget(t *testing.T) {
 		t.Fatalf("web-1 gone after a refused drain:\n%s", got)
 	}
 
-	setBudget("1")
+	cp.must("patch", "pdb", "web", "--type=merge", "-p", `{"spec":{"minAvailable":0}}`)
+	setBudget("2", "1", "0")
 	out = cp.must(drain...)
 	if !strings.Contains(out, "pod/web-1 evicted") || !strings.Contains(out, "node/drain-node drained") {
 		t.Fatalf("drain once the budget allows one:\n%s", out)
