@@ -34,7 +34,8 @@ spec:
 `
 
 // TestDrainRespectsDisruptionBudget drains a node (an object only: no
-// nodelet, no disruption controller; statuses are set by hand) with the
+// nodelet; budget statuses are set by hand, as the disruption controller
+// would compute them) with the
 // real kubectl: the eviction is refused while the budget allows no
 // disruption, and goes through once it allows one. Cordon works too.
 func TestDrainRespectsDisruptionBudget(t *testing.T) {
@@ -76,8 +77,11 @@ func TestDrainRespectsDisruptionBudget(t *testing.T) {
 	if got := strings.TrimSpace(cp.must("get", "pods", "-o", "name")); got != "pod/other-1" {
 		t.Fatalf("pods after the drain: %q, want only pod/other-1", got)
 	}
-	if got := cp.must("get", "pdb", "web", "-o", "jsonpath={.status.disruptionsAllowed} {.status.disruptedPods}"); !strings.HasPrefix(got, "0 ") || !strings.Contains(got, "web-1") {
-		t.Errorf("budget after the drain: %q", got)
+	// The eviction took the one allowed disruption; the disruption
+	// controller, which runs here, then drops web-1 from disruptedPods
+	// once it is gone (the API test checks disruptedPods itself).
+	if got := cp.must("get", "pdb", "web", "-o", "jsonpath={.status.disruptionsAllowed}"); got != "0" {
+		t.Errorf("budget after the drain allows %q disruptions, want 0", got)
 	}
 
 	cp.must("uncordon", "drain-node")
