@@ -23,6 +23,7 @@ import (
 	"github.com/nodelet/nodelet/controlplane/controllers/namespace"
 	"github.com/nodelet/nodelet/controlplane/controllers/nodeipam"
 	"github.com/nodelet/nodelet/controlplane/controllers/nodelifecycle"
+	"github.com/nodelet/nodelet/controlplane/controllers/podgc"
 	"github.com/nodelet/nodelet/controlplane/controllers/replicaset"
 	"github.com/nodelet/nodelet/controlplane/controllers/upstream"
 	"github.com/nodelet/nodelet/controlplane/leader"
@@ -166,6 +167,12 @@ func buildControllers(cfg Config, cs kubernetes.Interface, meta metadata.Interfa
 		return nil, fmt.Errorf("node lifecycle controller: %w", err)
 	}
 	runs["nodelifecycle"] = func(ctx context.Context) error { return nl.Run(ctx, 1) }
+	pgc, err := podgc.New(podgc.Config{Client: cs, Informers: factory, Log: log,
+		TerminatedPodThreshold: cfg.TerminatedPodGCThreshold})
+	if err != nil {
+		return nil, fmt.Errorf("pod garbage collector: %w", err)
+	}
+	runs["podgc"] = pgc.Run
 	ipam, err := nodeipam.New(nodeipam.Config{Client: cs, Informers: factory, Recorder: rec, Log: log,
 		ClusterCIDR: cfg.ClusterCIDR, NodeMaskSize: cfg.NodeCIDRMaskSize})
 	if err != nil {

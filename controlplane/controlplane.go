@@ -60,6 +60,10 @@ type Config struct {
 	// NodeMonitorGracePeriod is how long a node may go without renewing its
 	// Lease before it is marked NotReady/Unknown and tainted.
 	NodeMonitorGracePeriod time.Duration
+	// TerminatedPodGCThreshold is how many terminated pods may exist before
+	// the pod garbage collector deletes the oldest; 0 or less disables
+	// that part (cmd/controlplane's default is upstream's, 12500).
+	TerminatedPodGCThreshold int
 	// DisableLeaderElection runs controllers and scheduler without taking
 	// the lease (only for a single control plane).
 	DisableLeaderElection bool
