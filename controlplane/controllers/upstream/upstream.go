@@ -12,7 +12,8 @@
 // pkg/kubelet/eviction for one helper (PodIsEvicted), and that package
 // brings in the kubelet's container manager, cAdvisor, upstream's
 // scheduler and the DRA libraries: a dozen modules more in the control
-// plane for a controller that mostly collects pods of deleted nodes.
+// plane. controlplane/controllers/podgc does its work instead, with
+// upstream's semantics.
 //
 // Only the control plane imports this package: k8s.io/kubernetes must stay
 // out of the node agent's binary.
