@@ -1,5 +1,5 @@
 // Command controlplane runs the nodelet control plane: the Kubernetes API
-// server on embedded bbolt storage (controllers and scheduler to come).
+// server on embedded bbolt storage, the controllers and the scheduler.
 //
 //	controlplane --data-dir DIR [--bind-address IP] [--secure-port PORT] [--tls-san NAME]...
 //	controlplane --version
