@@ -23,7 +23,7 @@ import (
 // dies: its containers keep running in their shims), waits for its pods to
 // be replaced on nodes 1 and 2, brings it back and checks that it removed
 // everything of the evicted pods and reports the pod that tolerated the
-// outage as it is.
+// outage as it is, and the DaemonSet's pod running on it again.
 func testNodeFailure(t *testing.T, e *labEnv, cs kubernetes.Interface, evicted []corev1.Pod) {
 	survivor := getPod(t, cs, "survivor")
 	e.killNode("node3")
@@ -62,10 +62,12 @@ func testNodeFailure(t *testing.T, e *labEnv, cs kubernetes.Interface, evicted [
 		}
 		return true
 	})
-	// What is left is the survivor's, one sandbox's worth.
-	if n := countEntries(files.netnsDir); n != 1 {
-		t.Errorf("node3 has %d pod netns, want 1 (the survivor's)", n)
+	// What is left is the survivor's and the DaemonSet's (it tolerates
+	// the outage), one sandbox's worth each.
+	if n := countEntries(files.netnsDir); n != 2 {
+		t.Errorf("node3 has %d pod netns, want 2 (the survivor's and the DaemonSet's)", n)
 	}
+	waitDaemonOnEveryNode(t, cs, "node3")
 
 	waitUntil(t, time.Minute, "the survivor reported Ready again", func() bool { return podReady(getPod(t, cs, "survivor")) })
 	after := getPod(t, cs, "survivor")
@@ -74,7 +76,7 @@ func testNodeFailure(t *testing.T, e *labEnv, cs kubernetes.Interface, evicted [
 			b.ContainerID, b.RestartCount, a.ContainerID, a.RestartCount)
 	}
 
-	e.cp.must("delete", "pod", "survivor", "--wait=true", "--timeout=60s")
+	e.cp.must("delete", "pod/survivor", "daemonset/every", "--wait=true", "--timeout=60s")
 	waitUntil(t, time.Minute, "node3 empty", func() bool { return len(files.leftovers(t)) == 0 })
 }
 

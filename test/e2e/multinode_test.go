@@ -45,8 +45,28 @@ spec:
         image: docker.io/library/nginx:1.22
 `
 
+// everyDaemonSet is a busybox DaemonSet: one pod on every node.
+const everyDaemonSet = `apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: every
+spec:
+  selector:
+    matchLabels: {app: every}
+  template:
+    metadata:
+      labels: {app: every}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: box
+        image: docker.io/library/busybox:1.36
+        command: [sleep, "3600"]
+`
+
 // TestSeveralNodes runs the lab with three nodes: a Deployment spreads
-// over them, pods reach each other across nodes by pod IP with their own
+// over them, a DaemonSet runs one pod on each (and again on a node that
+// returns from a failure), pods reach each other across nodes by pod IP with their own
 // source address, traffic leaving the cluster is masqueraded, a second
 // nodelet on a node's root dir is refused, and a node that dies has its
 // pods replaced elsewhere and, when it returns, cleans up what was
@@ -56,6 +76,7 @@ func TestSeveralNodes(t *testing.T) {
 		"--default-unreachable-toleration-seconds=5", "--default-not-ready-toleration-seconds=5")
 	cs := e.cp.clientset()
 	e.cp.mustStdin(spreadDeployment, "apply", "-f", "-")
+	e.cp.mustStdin(everyDaemonSet, "apply", "-f", "-")
 	e.cp.mustStdin(clientPod("client", "node1", false), "apply", "-f", "-")
 	e.cp.mustStdin(clientPod("survivor", "node3", true), "apply", "-f", "-")
 	e.cp.must("rollout", "status", "deployment/spread", "--timeout=180s")
@@ -67,11 +88,93 @@ func TestSeveralNodes(t *testing.T) {
 			t.Fatalf("topology spread: pods per node %v, want 2 on each", podNames(perNode))
 		}
 	}
+	t.Run("daemonset on every node", func(t *testing.T) { waitDaemonOnEveryNode(t, cs, "") })
 	t.Run("routes", func(t *testing.T) { testPeerRoutes(t, e, cs) })
 	t.Run("cross-node pod traffic", func(t *testing.T) { testCrossNode(t, e, cs, perNode) })
 	t.Run("egress masquerade", func(t *testing.T) { testEgressMasquerade(t, e, cs) })
 	t.Run("second nodelet refused", func(t *testing.T) { testSecondNodelet(t, e, cs) })
 	t.Run("node failure and return", func(t *testing.T) { testNodeFailure(t, e, cs, perNode["node3"]) })
+}
+
+// daemonPods are the live pods of the every DaemonSet by node.
+func daemonPods(t testing.TB, cs kubernetes.Interface) map[string][]corev1.Pod {
+	t.Helper()
+	list, err := cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: "app=every"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]corev1.Pod{}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			out[p.Spec.NodeName] = append(out[p.Spec.NodeName], p)
+		}
+	}
+	return out
+}
+
+// waitDaemonOnEveryNode waits until the every DaemonSet has exactly one
+// pod on each of the three nodes (and none elsewhere), each Running and
+// Ready, and its status counts three ready of three desired. If
+// returned names a node that came back from a failure, its pod must be
+// Ready after the node's last transition to Ready.
+func waitDaemonOnEveryNode(t testing.TB, cs kubernetes.Interface, returned string) {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		last = ""
+		perNode := daemonPods(t, cs)
+		for _, n := range []string{"node1", "node2", "node3"} {
+			pods := perNode[n]
+			switch {
+			case len(pods) != 1:
+				last += fmt.Sprintf("%s has %d pods; ", n, len(pods))
+			case pods[0].Status.Phase != corev1.PodRunning || !podReady(&pods[0]):
+				last += fmt.Sprintf("%s's %s is %s (ready %v); ", n, pods[0].Name, pods[0].Status.Phase, podReady(&pods[0]))
+			case n == returned && !readyAfterNode(t, cs, &pods[0], n):
+				last += fmt.Sprintf("%s's %s not Ready since the node returned; ", n, pods[0].Name)
+			}
+		}
+		if len(perNode) != 3 {
+			last += fmt.Sprintf("pods on %d nodes: %v; ", len(perNode), podNames(perNode))
+		}
+		if last == "" {
+			ds, err := cs.AppsV1().DaemonSets("default").Get(context.Background(), "every", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := ds.Status
+			if st.DesiredNumberScheduled == 3 && st.CurrentNumberScheduled == 3 && st.NumberReady == 3 && st.NumberMisscheduled == 0 {
+				t.Logf("daemonset every: %v", podNames(perNode))
+				return
+			}
+			last = fmt.Sprintf("status desired %d current %d ready %d misscheduled %d",
+				st.DesiredNumberScheduled, st.CurrentNumberScheduled, st.NumberReady, st.NumberMisscheduled)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemonset every, one Ready pod per node: %s", last)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// readyAfterNode: the pod's Ready condition last turned True no earlier than
+// node's Ready condition did.
+func readyAfterNode(t testing.TB, cs kubernetes.Interface, p *corev1.Pod, node string) bool {
+	n, err := cs.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			for _, pc := range p.Status.Conditions {
+				if pc.Type == corev1.PodReady {
+					return !pc.LastTransitionTime.Before(&c.LastTransitionTime)
+				}
+			}
+		}
+	}
+	return false
 }
 
 // clientPod is a busybox pod pinned to node; a survivor tolerates its
