@@ -80,11 +80,45 @@ spec:
     command: ["sleep", "3600"]
 `
 
+// stsManifest: in namespace sts, a headless Service web and a StatefulSet
+// web governed by it (the controller sets each pod's hostname and
+// subdomain), as in upstream's StatefulSet tutorial.
+const stsManifest = `
+apiVersion: v1
+kind: Namespace
+metadata: {name: sts}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: sts}
+spec:
+  clusterIP: None
+  selector: {app: sts-web}
+  ports: [{name: web, port: 80}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web, namespace: sts}
+spec:
+  serviceName: web
+  replicas: 2
+  selector: {matchLabels: {app: sts-web}}
+  template:
+    metadata: {labels: {app: sts-web}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: box
+        image: busybox:1.36
+        command: ["sleep", "3600"]
+`
+
 // TestClusterDNSOnRealNode: the nodelet serves the cluster DNS on
 // 10.96.0.10 in the node's namespace. From a busybox pod: kubernetes.default
 // through the search path, a Service's name to its ClusterIP, a headless
-// Service to its pods, a pod's hostname.subdomain, SRV, PTR, a pod's A
-// record, NXDOMAIN, an ExternalName (CNAME, chased), and a name forwarded
+// Service to its pods, a pod's hostname.subdomain, a StatefulSet's pods
+// by their stable names (web-0.web.sts.svc.cluster.local), SRV, PTR, a
+// pod's A record, NXDOMAIN, an ExternalName (CNAME, chased), and a name forwarded
 // to a resolver the test runs on the node's loopback (the harness's --resolv-conf names 127.0.0.1). DNS comes
 // back at once after a nodelet restart (the address stays), and `nodelet
 // cleanup-network` removes the address.
@@ -100,6 +134,7 @@ func TestClusterDNSOnRealNode(t *testing.T) {
 		t.Fatalf("kube-system/kube-dns clusterIP %q, want 10.96.0.10", out)
 	}
 	cp.mustStdin(dnsManifest, "apply", "-f", "-")
+	cp.mustStdin(stsManifest, "apply", "-f", "-")
 	cp.must("rollout", "status", "deployment/web", "--timeout=120s")
 	cp.must("wait", "--for=condition=Ready", "pod/client", "pod/named", "--timeout=60s")
 	webIP := cp.must("get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}")
@@ -154,6 +189,24 @@ func TestClusterDNSOnRealNode(t *testing.T) {
 	}
 	expect("a headless Service", headless, "web-headless.default.svc.cluster.local")
 	expect("a pod's hostname.subdomain", []string{"Address: " + namedIP}, "named.web-headless.default.svc.cluster.local")
+	// A StatefulSet's pods by their stable names, each to its own IP only
+	// (an answer line ends after the address: 10.0.0.1 is not 10.0.0.12).
+	cp.must("-n", "sts", "rollout", "status", "statefulset/web", "--timeout=120s")
+	stsIPs := map[string]string{}
+	for _, pod := range []string{"web-0", "web-1"} {
+		if stsIPs[pod] = cp.must("-n", "sts", "get", "pod", pod, "-o", "jsonpath={.status.podIP}"); stsIPs[pod] == "" {
+			t.Fatalf("sts/%s has no pod IP", pod)
+		}
+	}
+	for pod, other := range map[string]string{"web-0": "web-1", "web-1": "web-0"} {
+		name := pod + ".web.sts.svc.cluster.local"
+		expect("a StatefulSet pod's stable name", []string{"Address: " + stsIPs[pod] + "\n"}, name)
+		if out, _ := lookup(name); strings.Contains(out, "Address: "+stsIPs[other]+"\n") {
+			t.Errorf("%s also answers %s's address %s:\n%s", name, other, stsIPs[other], out)
+		}
+	}
+	expect("the StatefulSet's headless Service", []string{"Address: " + stsIPs["web-0"] + "\n", "Address: " + stsIPs["web-1"] + "\n"},
+		"web.sts.svc.cluster.local")
 	expect("SRV of a named port", []string{"web.default.svc.cluster.local", " 80 "}, "-type=srv", "_http._tcp.web.default.svc.cluster.local")
 	expect("SRV of a headless Service", []string{" 8080 named.web-headless.default.svc.cluster.local"},
 		"-type=srv", "_http._tcp.web-headless.default.svc.cluster.local")
@@ -184,9 +237,11 @@ func TestClusterDNSOnRealNode(t *testing.T) {
 	t.Logf("DNS answered %s after the nodelet was started again", time.Since(restarted).Round(100*time.Millisecond))
 
 	cp.must("delete", "deployment/web", "pod/named", "pod/client", "svc/web", "svc/web-headless", "svc/ext", "--wait=false")
+	cp.must("-n", "sts", "delete", "statefulset/web", "svc/web", "--wait=false")
 	waitUntil(t, 90*time.Second, "no pods", func() bool {
 		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
-		return strings.TrimSpace(out) == ""
+		sts, _, _ := cp.kubectl("-n", "sts", "get", "pods", "-o", "name")
+		return strings.TrimSpace(out+sts) == ""
 	})
 	waitNoLeftovers(t, node)
 	node.stop()
