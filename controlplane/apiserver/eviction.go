@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+
 	"github.com/nodelet/nodelet/controlplane/registry"
 )
 
@@ -159,7 +161,7 @@ func (s *Server) disruptAndDelete(ctx context.Context, podRes *registry.Resource
 				return nil, err
 			}
 			pod := cur.(*corev1.Pod)
-			setPodCondition(&pod.Status, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+			podutil.UpdatePodCondition(&pod.Status, &corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
 				Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"})
 			pod.ResourceVersion = ""
 			return pod, nil
@@ -175,22 +177,4 @@ func (s *Server) disruptAndDelete(ctx context.Context, podRes *registry.Resource
 	}
 	_, err := s.delete(ctx, podRes, ns, name, opts)
 	return err
-}
-
-// setPodCondition sets c, keeping the transition time when the status
-// does not change.
-func setPodCondition(st *corev1.PodStatus, c corev1.PodCondition) {
-	now := metav1.Now()
-	c.LastTransitionTime, c.LastProbeTime = now, now
-	for i := range st.Conditions {
-		if st.Conditions[i].Type != c.Type {
-			continue
-		}
-		if st.Conditions[i].Status == c.Status {
-			c.LastTransitionTime = st.Conditions[i].LastTransitionTime
-		}
-		st.Conditions[i] = c
-		return
-	}
-	st.Conditions = append(st.Conditions, c)
 }

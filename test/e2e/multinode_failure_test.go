@@ -29,7 +29,7 @@ func testNodeFailure(t *testing.T, e *labEnv, cs kubernetes.Interface, evicted [
 	e.killNode("node3")
 	waitUntil(t, 90*time.Second, "node3 not Ready", func() bool { return e.readyStatus("node3") != "True" })
 	waitUntil(t, 3*time.Minute, "6 spread pods Ready on node1 and node2", func() bool {
-		pods := spreadPods(t, cs)
+		pods := livePodsByNode(t, cs, "spread")
 		ready := 0
 		for _, n := range []string{"node1", "node2"} {
 			for _, p := range pods[n] {

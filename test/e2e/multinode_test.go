@@ -82,7 +82,7 @@ func TestSeveralNodes(t *testing.T) {
 	e.cp.must("rollout", "status", "deployment/spread", "--timeout=180s")
 	e.cp.must("wait", "--for=condition=Ready", "pod/client", "pod/survivor", "--timeout=120s")
 
-	perNode := spreadPods(t, cs)
+	perNode := livePodsByNode(t, cs, "spread")
 	for _, n := range []string{"node1", "node2", "node3"} {
 		if len(perNode[n]) != 2 {
 			t.Fatalf("topology spread: pods per node %v, want 2 on each", podNames(perNode))
@@ -96,21 +96,6 @@ func TestSeveralNodes(t *testing.T) {
 	t.Run("node failure and return", func(t *testing.T) { testNodeFailure(t, e, cs, perNode["node3"]) })
 }
 
-// daemonPods are the live pods of the every DaemonSet by node.
-func daemonPods(t testing.TB, cs kubernetes.Interface) map[string][]corev1.Pod {
-	t.Helper()
-	list, err := cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: "app=every"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]corev1.Pod{}
-	for _, p := range list.Items {
-		if p.DeletionTimestamp == nil {
-			out[p.Spec.NodeName] = append(out[p.Spec.NodeName], p)
-		}
-	}
-	return out
-}
 
 // waitDaemonOnEveryNode waits until the every DaemonSet has exactly one
 // pod on each of the three nodes (and none elsewhere), each Running and
@@ -123,7 +108,7 @@ func waitDaemonOnEveryNode(t testing.TB, cs kubernetes.Interface, returned strin
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		last = ""
-		perNode := daemonPods(t, cs)
+		perNode := livePodsByNode(t, cs, "every")
 		for _, n := range []string{"node1", "node2", "node3"} {
 			pods := perNode[n]
 			switch {
@@ -201,10 +186,11 @@ spec:
 `, name, node, tol)
 }
 
-// spreadPods are the live pods of the spread Deployment by node.
-func spreadPods(t testing.TB, cs kubernetes.Interface) map[string][]corev1.Pod {
+// livePodsByNode are the live (not deleting) pods in default labelled
+// app=APP, by node.
+func livePodsByNode(t testing.TB, cs kubernetes.Interface, app string) map[string][]corev1.Pod {
 	t.Helper()
-	list, err := cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: "app=spread"})
+	list, err := cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + app})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -270,7 +270,7 @@ func TestServicesAcrossNodes(t *testing.T) {
 	e.cp.mustStdin(clientPod("client", "node1", false), "apply", "-f", "-")
 	e.cp.must("rollout", "status", "deployment/spread", "--timeout=180s")
 	e.cp.must("wait", "--for=condition=Ready", "pod/client", "--timeout=120s")
-	perNode := spreadPods(t, cs)
+	perNode := livePodsByNode(t, cs, "spread")
 	if len(perNode["node1"]) == 0 || len(perNode["node2"]) == 0 {
 		t.Fatalf("pods per node %v, want some on each", podNames(perNode))
 	}
