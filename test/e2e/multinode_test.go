@@ -96,7 +96,6 @@ func TestSeveralNodes(t *testing.T) {
 	t.Run("node failure and return", func(t *testing.T) { testNodeFailure(t, e, cs, perNode["node3"]) })
 }
 
-
 // waitDaemonOnEveryNode waits until the every DaemonSet has exactly one
 // pod on each of the three nodes (and none elsewhere), each Running and
 // Ready, and its status counts three ready of three desired. If
