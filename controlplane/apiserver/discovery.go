@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/nodelet/nodelet/controlplane/registry"
 )
@@ -49,7 +50,8 @@ func (s *Server) groups() []metav1.APIGroup {
 	var out []metav1.APIGroup
 	for _, g := range names {
 		vs := versions[g]
-		sort.Sort(sort.Reverse(sort.StringSlice(vs)))
+		// Newest first (v2, v1, v1beta1): the first is the preferred version.
+		sort.Slice(vs, func(i, j int) bool { return version.CompareKubeAwareVersionStrings(vs[i], vs[j]) > 0 })
 		group := metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: g}
 		for _, v := range vs {
 			group.Versions = append(group.Versions, metav1.GroupVersionForDiscovery{GroupVersion: g + "/" + v, Version: v})

@@ -22,11 +22,14 @@ import (
 // stores them in etcd) under /<resource>[.<group>]/[<namespace>/]<name>,
 // without resourceVersion: the store's ModRevision is the resourceVersion,
 // set on every read. Values that are JSON (no protobuf magic prefix) are
-// read too.
+// read too. A resource served in several versions or groups is stored once,
+// in its storage version (registry.Resource.Stored), under that version's
+// keys; the codec converts between it and the served version.
 
 var protobufMagic = []byte("k8s\x00")
 
 func resourcePrefix(res *registry.Resource) string {
+	res = res.StorageResource()
 	if res.GroupVersion.Group == "" {
 		return "/" + res.Name + "/"
 	}
@@ -55,7 +58,7 @@ type objectCodec struct {
 // decode turns a stored value into a typed object carrying its
 // resourceVersion and type metadata.
 func (c objectCodec) decode(res *registry.Resource, kv storage.KV) (runtime.Object, error) {
-	obj := res.New()
+	obj := res.StorageResource().New()
 	var err error
 	if bytes.HasPrefix(kv.Value, protobufMagic) {
 		_, _, err = c.proto.Decode(kv.Value, nil, obj)
@@ -64,6 +67,13 @@ func (c objectCodec) decode(res *registry.Resource, kv storage.KV) (runtime.Obje
 	}
 	if err != nil {
 		return nil, fmt.Errorf("decode stored %s %q: %w", res.Kind, kv.Key, err)
+	}
+	if res.Stored != nil {
+		served := res.New()
+		if err := res.Convert(obj, served); err != nil {
+			return nil, fmt.Errorf("convert stored %s %q to %s: %w", res.Kind, kv.Key, res.GroupVersion, err)
+		}
+		obj = served
 	}
 	setTypeMeta(res, obj)
 	m, err := meta.Accessor(obj)
@@ -74,10 +84,19 @@ func (c objectCodec) decode(res *registry.Resource, kv storage.KV) (runtime.Obje
 	return obj, nil
 }
 
-// encode marshals obj for storage, without its resourceVersion. The
+// encode marshals obj, an object of res, for storage (converted to the
+// storage version, obj itself unchanged), without its resourceVersion. The
 // encoding is deterministic (map keys sorted), so equal objects give equal
 // bytes: updates that change nothing are detected by comparing them.
-func (c objectCodec) encode(obj runtime.Object) ([]byte, error) {
+func (c objectCodec) encode(res *registry.Resource, obj runtime.Object) ([]byte, error) {
+	if res.Stored != nil {
+		stored := res.Stored.New()
+		if err := res.Convert(obj, stored); err != nil {
+			return nil, fmt.Errorf("convert %s to %s for storage: %w", res.GroupVersionKind(), res.Stored.GroupVersion, err)
+		}
+		setTypeMeta(res.Stored, stored)
+		obj = stored
+	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, err

@@ -205,7 +205,7 @@ func (s *Server) createOnce(ctx context.Context, res *registry.Resource, obj run
 	if dryRun {
 		return nil
 	}
-	data, err := s.codec.encode(obj)
+	data, err := s.codec.encode(res, obj)
 	if err != nil {
 		return err
 	}
@@ -395,7 +395,7 @@ func (s *Server) prepareUpdate(res *registry.Resource, sub string, obj, cur runt
 // finalizers.
 func (s *Server) storeUpdate(ctx context.Context, res *registry.Resource, obj, cur runtime.Object, kv storage.KV, dryRun bool) (runtime.Object, error) {
 	m := accessor(obj)
-	data, err := s.codec.encode(obj)
+	data, err := s.codec.encode(res, obj)
 	if err != nil {
 		return nil, err
 	}

@@ -5,10 +5,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,12 +20,14 @@ import (
 
 // newProtobufSerializer returns the codec for Kubernetes protobuf, the
 // wire format client-go prefers for built-in types. Its scheme knows the
-// served groups, DeleteOptions in each of them, and autoscaling/v1 Scale.
+// served groups and versions, DeleteOptions in each of them, and
+// autoscaling/v1 Scale.
 func newProtobufSerializer() (runtime.Serializer, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme,
-		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, batchv1.AddToScheme,
+		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
+		eventsv1.AddToScheme, batchv1.AddToScheme,
 		policyv1.AddToScheme, schedulingv1.AddToScheme, metav1.AddMetaToScheme,
 	} {
 		if err := add(scheme); err != nil {

@@ -106,7 +106,9 @@ func New(cfg Config) (*Server, error) {
 			s.resources[r.GroupVersion] = map[string]*registry.Resource{}
 		}
 		s.resources[r.GroupVersion][r.Name] = r
-		s.byGR[schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Name}] = r
+		if r.Stored == nil {
+			s.byGR[schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Name}] = r
+		}
 	}
 	var err error
 	if s.protobuf, err = newProtobufSerializer(); err != nil {
@@ -125,7 +127,8 @@ func (s *Server) lookup(gv schema.GroupVersion, name string) *registry.Resource 
 	return s.resources[gv][name]
 }
 
-// Resource returns the served resource for a group and plural name (nil if none).
+// Resource returns the served resource for a group and plural name, in its
+// storage version (nil if none).
 func (s *Server) Resource(group, name string) *registry.Resource {
 	return s.byGR[schema.GroupResource{Group: group, Resource: name}]
 }

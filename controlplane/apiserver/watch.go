@@ -27,12 +27,19 @@ const (
 
 // watchCache shares the decoding and encoding of one stored event among
 // all the watch streams that deliver it, so the cost of an event does not
-// grow with the number of watchers. Entries are read-only once made.
+// grow with the number of watchers. Entries are read-only once made, and
+// kept per served resource: the same stored event reads differently in
+// each version or group a resource is served in.
 type watchCache struct {
 	mu      sync.Mutex
-	entries map[int64]*cachedEvent
-	ring    []int64
+	entries map[eventKey]*cachedEvent
+	ring    []eventKey
 	next    int
+}
+
+type eventKey struct {
+	rev int64
+	res *registry.Resource
 }
 
 type cachedEvent struct {
@@ -51,21 +58,21 @@ type cachedEvent struct {
 }
 
 func newWatchCache(size int) *watchCache {
-	return &watchCache{entries: make(map[int64]*cachedEvent, size), ring: make([]int64, size)}
+	return &watchCache{entries: make(map[eventKey]*cachedEvent, size), ring: make([]eventKey, size)}
 }
 
 func (c *watchCache) get(codec objectCodec, res *registry.Resource, ev storage.Event) *cachedEvent {
-	rev := ev.KV.ModRevision
+	key := eventKey{rev: ev.KV.ModRevision, res: res}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.entries[rev]; ok {
+	if e, ok := c.entries[key]; ok {
 		return e
 	}
 	e := &cachedEvent{codec: codec, res: res, ev: ev}
 	delete(c.entries, c.ring[c.next])
-	c.ring[c.next] = rev
+	c.ring[c.next] = key
 	c.next = (c.next + 1) % len(c.ring)
-	c.entries[rev] = e
+	c.entries[key] = e
 	return e
 }
 

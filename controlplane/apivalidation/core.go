@@ -6,17 +6,12 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	podutil "k8s.io/kubernetes/pkg/api/pod"
 	"k8s.io/kubernetes/pkg/apis/core"
 	"k8s.io/kubernetes/pkg/apis/core/helper"
 	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
 )
-
-// eventVersion is the version core events are served at; upstream's event
-// validation is stricter for events.k8s.io, which is not served here.
-var eventVersion = schema.GroupVersion{Version: "v1"}
 
 // podOptions are the PodValidationOptions upstream's pod strategy uses:
 // derived from the new and old pod, with ResourceIsPod set.
@@ -50,8 +45,6 @@ func validateCoreCreate(obj runtime.Object) (field.ErrorList, bool) {
 		return corevalidation.ValidateServiceAccount(o), true
 	case *core.Endpoints:
 		return corevalidation.ValidateEndpointsCreate(o), true
-	case *core.Event:
-		return corevalidation.ValidateEventCreate(o, eventVersion), true
 	case *core.ReplicationController:
 		opts := podutil.GetValidationOptionsFromPodTemplate(o.Spec.Template, nil)
 		return corevalidation.ValidateReplicationController(o, opts), true
@@ -84,8 +77,6 @@ func validateCoreUpdate(obj, old runtime.Object) (field.ErrorList, bool) {
 		return corevalidation.ValidateServiceAccountUpdate(o, old.(*core.ServiceAccount)), true
 	case *core.Endpoints:
 		return corevalidation.ValidateEndpointsUpdate(o, old.(*core.Endpoints)), true
-	case *core.Event:
-		return corevalidation.ValidateEventUpdate(o, old.(*core.Event), eventVersion), true
 	case *core.ReplicationController:
 		return validateRCUpdate(o, old.(*core.ReplicationController)), true
 	case *core.PodTemplate:

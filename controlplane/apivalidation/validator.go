@@ -12,10 +12,15 @@ package apivalidation
 import (
 	"fmt"
 
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/kubernetes/pkg/apis/apps"
 	appsv1 "k8s.io/kubernetes/pkg/apis/apps/v1"
+	"k8s.io/kubernetes/pkg/apis/autoscaling"
+	autoscalingv1 "k8s.io/kubernetes/pkg/apis/autoscaling/v1"
+	autoscalingv2 "k8s.io/kubernetes/pkg/apis/autoscaling/v2"
 	"k8s.io/kubernetes/pkg/apis/batch"
 	batchv1 "k8s.io/kubernetes/pkg/apis/batch/v1"
 	"k8s.io/kubernetes/pkg/apis/coordination"
@@ -25,6 +30,8 @@ import (
 	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
 	"k8s.io/kubernetes/pkg/apis/discovery"
 	discoveryv1 "k8s.io/kubernetes/pkg/apis/discovery/v1"
+	"k8s.io/kubernetes/pkg/apis/events"
+	eventsapiv1 "k8s.io/kubernetes/pkg/apis/events/v1"
 	"k8s.io/kubernetes/pkg/apis/policy"
 	policyv1 "k8s.io/kubernetes/pkg/apis/policy/v1"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
@@ -50,6 +57,8 @@ func New() *Validator {
 		batch.AddToScheme, batchv1.AddToScheme,
 		policy.AddToScheme, policyv1.AddToScheme,
 		scheduling.AddToScheme, schedulingv1.AddToScheme,
+		autoscaling.AddToScheme, autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
+		events.AddToScheme, eventsapiv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("apivalidation: build the scheme: %v", err))
@@ -96,11 +105,43 @@ func (v *Validator) internalPair(obj, old runtime.Object) (runtime.Object, runti
 	return in, oldIn, nil
 }
 
+// Convert converts in (left unchanged) into out, another version or group
+// of the same kind, through the internal type as kube-apiserver does, and
+// then applies out's defaulters, as a decode into out's version would:
+// autoscaling/v1 and v2 HorizontalPodAutoscalers, core/v1 and
+// events.k8s.io/v1 Events.
+func (v *Validator) Convert(in, out runtime.Object) error {
+	internal, err := v.toInternal(in.DeepCopyObject())
+	if err != nil {
+		return err
+	}
+	if err := v.scheme.Convert(internal, out, nil); err != nil {
+		return fmt.Errorf("convert %T to %T: %w", in, out, err)
+	}
+	v.scheme.Default(out)
+	return nil
+}
+
+// eventVersion is the version an Event was sent in: upstream validates
+// events.k8s.io/v1 Events more strictly than core/v1 ones.
+func eventVersion(obj runtime.Object) schema.GroupVersion {
+	if _, ok := obj.(*eventsv1.Event); ok {
+		return eventsv1.SchemeGroupVersion
+	}
+	return schema.GroupVersion{Version: "v1"}
+}
+
 // Validate validates obj for create.
 func (v *Validator) Validate(obj runtime.Object) field.ErrorList {
 	in, err := v.toInternal(obj)
 	if err != nil {
 		return field.ErrorList{field.InternalError(nil, err)}
+	}
+	if ev, ok := in.(*core.Event); ok {
+		return corevalidation.ValidateEventCreate(ev, eventVersion(obj))
+	}
+	if errs, ok := validateAutoscaling(in, nil, false); ok {
+		return errs
 	}
 	if errs, ok := validateCoreCreate(in); ok {
 		return errs
@@ -117,6 +158,12 @@ func (v *Validator) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
 	if err != nil {
 		return field.ErrorList{field.InternalError(nil, err)}
 	}
+	if ev, ok := in.(*core.Event); ok {
+		return corevalidation.ValidateEventUpdate(ev, oldIn.(*core.Event), eventVersion(obj))
+	}
+	if errs, ok := validateAutoscaling(in, oldIn, false); ok {
+		return errs
+	}
 	if errs, ok := validateCoreUpdate(in, oldIn); ok {
 		return errs
 	}
@@ -131,6 +178,9 @@ func (v *Validator) ValidateStatusUpdate(obj, old runtime.Object) field.ErrorLis
 	in, oldIn, err := v.internalPair(obj, old)
 	if err != nil {
 		return field.ErrorList{field.InternalError(nil, err)}
+	}
+	if errs, ok := validateAutoscaling(in, oldIn, true); ok {
+		return errs
 	}
 	if errs, ok := validateStatusUpdate(in, oldIn); ok {
 		return errs

@@ -24,6 +24,19 @@ func resourceByName(t testing.TB, name string) *Resource {
 	return nil
 }
 
+// resourceByVersion finds the resource of All served at gv ("v1",
+// "apps/v1") under name.
+func resourceByVersion(t testing.TB, gv, name string) *Resource {
+	t.Helper()
+	for _, r := range All(DefaultOptions()) {
+		if r.Name == name && r.GroupVersion.String() == gv {
+			return r
+		}
+	}
+	t.Fatalf("no resource %s %q", gv, name)
+	return nil
+}
+
 // defaultWith runs the Default hook (upstream's defaulters, then the
 // registry's own) of the resource in All(opts) that serves obj's type.
 func defaultWith(t testing.TB, opts Options, obj runtime.Object) {

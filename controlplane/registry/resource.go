@@ -44,6 +44,18 @@ type Resource struct {
 	New     func() runtime.Object
 	NewList func() runtime.Object
 
+	// Stored, when set, is the resource this one is another version or
+	// group of: its objects are kept as Stored's, under Stored's keys, as
+	// upstream keeps one storage version per resource (autoscaling/v1
+	// HorizontalPodAutoscalers are stored as autoscaling/v2 ones,
+	// events.k8s.io/v1 Events as core/v1 Events). The handlers convert at
+	// the storage boundary with Convert, so every hook, table and field
+	// selector here works on this resource's own type.
+	Stored *Resource
+	// Convert converts in into out, between this resource's type and
+	// Stored's (either way), leaving in unchanged; required with Stored.
+	Convert func(in, out runtime.Object) error
+
 	// Subresources served besides the main resource, e.g. "status", "scale", "binding".
 	Subresources []string
 
@@ -93,6 +105,15 @@ func (r *Resource) GroupVersionKind() schema.GroupVersionKind {
 // GroupVersionResource returns the resource with its group and version.
 func (r *Resource) GroupVersionResource() schema.GroupVersionResource {
 	return r.GroupVersion.WithResource(r.Name)
+}
+
+// StorageResource is the resource whose keys hold this one's objects:
+// Stored, or r itself.
+func (r *Resource) StorageResource() *Resource {
+	if r.Stored != nil {
+		return r.Stored
+	}
+	return r
 }
 
 // HasSubresource reports whether sub is served for this resource.

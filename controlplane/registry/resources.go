@@ -19,10 +19,13 @@ func DefaultOptions() Options {
 // (callers may modify what they get). Resources of the same group version
 // are adjacent and ordered as upstream's discovery lists them.
 func All(opts Options) []*Resource {
+	v := apivalidation.New()
+	events := eventResource()
+	hpa := horizontalPodAutoscalerResource()
 	resources := []*Resource{
 		configMapResource(),
 		endpointsResource(),
-		eventResource(),
+		events,
 		namespaceResource(),
 		nodeResource(),
 		persistentVolumeClaimResource(),
@@ -37,14 +40,16 @@ func All(opts Options) []*Resource {
 		deploymentResource(),
 		replicaSetResource(),
 		statefulSetResource(),
+		horizontalPodAutoscalerV1Resource(hpa, v.Convert),
+		hpa,
 		cronJobResource(),
 		jobResource(),
 		leaseResource(),
 		endpointSliceResource(),
+		eventsV1Resource(events, v.Convert),
 		podDisruptionBudgetResource(),
 		priorityClassResource(),
 	}
-	v := apivalidation.New()
 	for _, r := range resources {
 		useUpstream(r, v)
 	}

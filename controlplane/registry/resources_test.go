@@ -40,6 +40,9 @@ func TestAllResources(t *testing.T) {
 		{"jobs", "batch/v1", "Job", true, nil, []string{"status"}, true, true, true},
 		{"leases", "coordination.k8s.io/v1", "Lease", true, nil, nil, true, false, false},
 		{"endpointslices", "discovery.k8s.io/v1", "EndpointSlice", true, nil, nil, true, false, false},
+		{"horizontalpodautoscalers", "autoscaling/v2", "HorizontalPodAutoscaler", true, []string{"hpa"}, []string{"status"}, true, true, true},
+		{"horizontalpodautoscalers", "autoscaling/v1", "HorizontalPodAutoscaler", true, []string{"hpa"}, []string{"status"}, true, true, true},
+		{"events", "events.k8s.io/v1", "Event", true, []string{"ev"}, nil, true, false, false},
 		{"poddisruptionbudgets", "policy/v1", "PodDisruptionBudget", true, []string{"pdb"}, []string{"status"}, true, false, true},
 		{"priorityclasses", "scheduling.k8s.io/v1", "PriorityClass", false, []string{"pc"}, nil, true, false, true},
 	}
@@ -47,7 +50,7 @@ func TestAllResources(t *testing.T) {
 		t.Errorf("All returned %d resources, want %d", n, len(tests))
 	}
 	for _, tt := range tests {
-		r := resourceByName(t, tt.name)
+		r := resourceByVersion(t, tt.gv, tt.name)
 		if r.GroupVersion.String() != tt.gv || r.Kind != tt.kind || r.ListKind != tt.kind+"List" || r.Namespaced != tt.namespaced {
 			t.Errorf("%s: %s %s/%s namespaced=%v", tt.name, r.GroupVersion, r.Kind, r.ListKind, r.Namespaced)
 		}
@@ -62,6 +65,28 @@ func TestAllResources(t *testing.T) {
 		}
 		if r.Validate == nil || r.ValidateUpdate == nil || (r.HasSubresource("status") && (r.PrepareForStatusUpdate == nil || r.ValidateStatusUpdate == nil)) {
 			t.Errorf("%s: missing hooks", tt.name)
+		}
+	}
+}
+
+// TestStoredVersions: a resource served in a second version or group is
+// kept as its storage version's objects, as upstream does.
+func TestStoredVersions(t *testing.T) {
+	for _, tt := range []struct{ gv, name, storedGV string }{
+		{"autoscaling/v1", "horizontalpodautoscalers", "autoscaling/v2"},
+		{"events.k8s.io/v1", "events", "v1"},
+	} {
+		r := resourceByVersion(t, tt.gv, tt.name)
+		if r.Stored == nil || r.Convert == nil {
+			t.Fatalf("%s %s: not stored as another version", tt.gv, tt.name)
+		}
+		if got := r.StorageResource(); got.GroupVersion.String() != tt.storedGV || got.Name != tt.name || got.Stored != nil {
+			t.Errorf("%s %s: stored as %s %s", tt.gv, tt.name, got.GroupVersion, got.Name)
+		}
+	}
+	for _, r := range All(DefaultOptions()) {
+		if r.Stored == nil && r.StorageResource() != r {
+			t.Errorf("%s %s: storage resource is not itself", r.GroupVersion, r.Name)
 		}
 	}
 }
