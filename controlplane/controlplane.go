@@ -64,6 +64,11 @@ type Config struct {
 	// the pod garbage collector deletes the oldest; 0 or less disables
 	// that part (cmd/controlplane's default is upstream's, 12500).
 	TerminatedPodGCThreshold int
+	// HPASyncPeriod and HPADownscaleStabilization tune the autoscaler as
+	// kube-controller-manager's flags of those names do (zero: upstream's
+	// 15 s and 5 min).
+	HPASyncPeriod             time.Duration
+	HPADownscaleStabilization time.Duration
 	// DisableLeaderElection runs controllers and scheduler without taking
 	// the lease (only for a single control plane).
 	DisableLeaderElection bool

@@ -24,6 +24,7 @@ import (
 	"github.com/nodelet/nodelet/buildinfo"
 	"github.com/nodelet/nodelet/controlplane"
 	"github.com/nodelet/nodelet/controlplane/controllers/podgc"
+	"github.com/nodelet/nodelet/controlplane/controllers/upstream"
 	"github.com/nodelet/nodelet/controlplane/pki"
 	"github.com/nodelet/nodelet/controlplane/registry"
 	"github.com/nodelet/nodelet/sdnotify"
@@ -68,6 +69,8 @@ func run(args []string) error {
 	fs.IntVar(&cfg.NodeCIDRMaskSize, "node-cidr-mask-size", 24, "prefix length of each node's pod CIDR")
 	fs.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", 50*time.Second, "how long a node may miss lease renewals before it is marked unhealthy")
 	fs.IntVar(&cfg.TerminatedPodGCThreshold, "terminated-pod-gc-threshold", podgc.DefaultTerminatedPodMax, "number of terminated pods that can exist before the pod garbage collector deletes the oldest; 0 or less disables that part")
+	fs.DurationVar(&cfg.HPASyncPeriod, "horizontal-pod-autoscaler-sync-period", upstream.DefaultHPASyncPeriod, "how often each HorizontalPodAutoscaler is reconciled")
+	fs.DurationVar(&cfg.HPADownscaleStabilization, "horizontal-pod-autoscaler-downscale-stabilization", upstream.DefaultHPADownscaleStabilization, "how far back the autoscaler looks for its highest recommendation before scaling down")
 	noElect := fs.Bool("no-leader-elect", false, "run controllers and scheduler without the leader lease (single control plane only)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	version := fs.Bool("version", false, "print the version and exit")

@@ -32,6 +32,9 @@ type Options struct {
 	Wrap func(http.Handler) http.Handler
 	// LogLevel for the server's log (default: warn).
 	LogLevel slog.Level
+	// Metrics, if set, serves metrics.k8s.io (nodemetrics in a real
+	// control plane; a fake in tests of the autoscaler).
+	Metrics apiserver.MetricsSource
 }
 
 // Server is a running test API server.
@@ -63,7 +66,8 @@ func Start(tb testing.TB, opts Options) *Server {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	api, err := apiserver.New(apiserver.Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
-		Authn: apiserver.Authenticators{apiserver.CertAuthenticator{}}, Authz: apiserver.AllowAuthenticated{}, Log: log})
+		Authn: apiserver.Authenticators{apiserver.CertAuthenticator{}}, Authz: apiserver.AllowAuthenticated{}, Log: log,
+		Metrics: opts.Metrics})
 	if err != nil {
 		tb.Fatal(err)
 	}

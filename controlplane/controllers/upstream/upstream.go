@@ -1,7 +1,8 @@
 // Package upstream runs kube-controller-manager's own controllers for the
 // workload kinds (k8s.io/kubernetes/pkg/controller/...): Jobs, CronJobs,
 // DaemonSets, ReplicationControllers, StatefulSets, PodDisruptionBudgets,
-// and finished-Job TTLs. It only wires them as
+// finished-Job TTLs and HorizontalPodAutoscalers (on the API server's own
+// metrics.k8s.io). It only wires them as
 // cmd/kube-controller-manager does: a client of its own per controller
 // (named by its user agent), the shared informer factory, upstream's
 // default worker counts. Each controller makes its own event broadcaster
@@ -37,9 +38,14 @@ import (
 	"k8s.io/kubernetes/pkg/controller/daemon"
 	"k8s.io/kubernetes/pkg/controller/disruption"
 	"k8s.io/kubernetes/pkg/controller/job"
+	"k8s.io/kubernetes/pkg/controller/podautoscaler"
+	"k8s.io/kubernetes/pkg/controller/podautoscaler/metrics"
 	"k8s.io/kubernetes/pkg/controller/replication"
 	"k8s.io/kubernetes/pkg/controller/statefulset"
 	"k8s.io/kubernetes/pkg/controller/ttlafterfinished"
+	resourceclient "k8s.io/metrics/pkg/client/clientset/versioned/typed/metrics/v1beta1"
+	"k8s.io/metrics/pkg/client/custom_metrics"
+	"k8s.io/metrics/pkg/client/external_metrics"
 )
 
 // Upstream's defaults (pkg/controller/<name>/config/v1alpha1/defaults.go).
@@ -53,6 +59,16 @@ const (
 	ttlWorkers          = 5 // ConcurrentTTLSyncs
 	daemonBackoffFirst  = 1 * time.Second
 	daemonBackoffLatest = 15 * time.Minute
+	hpaWorkers          = 5 // ConcurrentHorizontalPodAutoscalerSyncs
+
+	// DefaultHPASyncPeriod and DefaultHPADownscaleStabilization are
+	// kube-controller-manager's --horizontal-pod-autoscaler-sync-period and
+	// --horizontal-pod-autoscaler-downscale-stabilization.
+	DefaultHPASyncPeriod             = 15 * time.Second
+	DefaultHPADownscaleStabilization = 5 * time.Minute
+	hpaTolerance                     = 0.1
+	hpaCPUInitializationPeriod       = 5 * time.Minute
+	hpaInitialReadinessDelay         = 30 * time.Second
 )
 
 // Config is what the controllers share.
@@ -64,6 +80,12 @@ type Config struct {
 	// Informers is the control plane's shared informer factory; the caller
 	// starts it after Build.
 	Informers informers.SharedInformerFactory
+	// HPASyncPeriod is how often each HorizontalPodAutoscaler is
+	// reconciled; HPADownscaleStabilization how far back the autoscaler
+	// looks for the highest recommendation before scaling down. Zero:
+	// upstream's defaults.
+	HPASyncPeriod             time.Duration
+	HPADownscaleStabilization time.Duration
 }
 
 // builder constructs one controller and returns its Run.
@@ -79,6 +101,7 @@ func builders() map[string]builder {
 		"statefulset-controller":        buildStatefulSet,
 		"disruption-controller":         buildDisruption,
 		"ttl-after-finished-controller": buildTTLAfterFinished,
+		"horizontal-pod-autoscaler":     buildHPA,
 	}
 }
 
@@ -146,20 +169,31 @@ func buildStatefulSet(ctx context.Context, cs kubernetes.Interface, cfg Config) 
 	return func(ctx context.Context) { ssc.Run(ctx, statefulSetWorkers) }, nil
 }
 
-// buildDisruption gives the disruption controller what upstream's does: a
-// RESTMapper over the API server's discovery and a scale client resolving
-// scale kinds through discovery, for PodDisruptionBudgets over pods whose
-// controller is not a built-in. kube-controller-manager resets its mapper
-// every 30 s to pick up new CRDs; the resources served here are fixed for
-// the process's life, so the cache is loaded once, on first use.
-func buildDisruption(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
-	f := cfg.Informers
+// discoveryScales returns a RESTMapper over the API server's discovery and
+// a scale client resolving scale kinds through discovery, as
+// kube-controller-manager gives the disruption controller and the
+// autoscaler. It resets its mapper every 30 s to pick up new CRDs; the
+// resources served here are fixed for the process's life, so the cache is
+// loaded once, on first use.
+func discoveryScales(cs kubernetes.Interface, cfg Config, agent string) (*restmapper.DeferredDiscoveryRESTMapper, scale.ScalesGetter, error) {
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))
-	scaleCfg := rest.AddUserAgent(rest.CopyConfig(cfg.Rest), "disruption-controller")
+	scaleCfg := rest.AddUserAgent(rest.CopyConfig(cfg.Rest), agent)
 	scales, err := scale.NewForConfig(scaleCfg, mapper, dynamic.LegacyAPIPathResolverFunc,
 		scale.NewDiscoveryScaleKindResolver(cs.Discovery()))
 	if err != nil {
-		return nil, fmt.Errorf("scale client: %w", err)
+		return nil, nil, fmt.Errorf("scale client: %w", err)
+	}
+	return mapper, scales, nil
+}
+
+// buildDisruption gives the disruption controller what upstream's does:
+// discovery-backed scales, for PodDisruptionBudgets over pods whose
+// controller is not a built-in.
+func buildDisruption(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+	f := cfg.Informers
+	mapper, scales, err := discoveryScales(cs, cfg, "disruption-controller")
+	if err != nil {
+		return nil, err
 	}
 	dc := disruption.NewDisruptionController(ctx, f.Core().V1().Pods(), f.Policy().V1().PodDisruptionBudgets(),
 		f.Core().V1().ReplicationControllers(), f.Apps().V1().ReplicaSets(), f.Apps().V1().Deployments(),
@@ -170,4 +204,46 @@ func buildDisruption(ctx context.Context, cs kubernetes.Interface, cfg Config) (
 func buildTTLAfterFinished(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
 	tc := ttlafterfinished.New(ctx, cfg.Informers.Batch().V1().Jobs(), cs)
 	return func(ctx context.Context) { tc.Run(ctx, ttlWorkers) }, nil
+}
+
+// buildHPA wires the autoscaler as kube-controller-manager does: scales
+// through discovery, resource metrics from metrics.k8s.io (served by the
+// API server itself, see controlplane/nodemetrics), and custom and
+// external metrics from whatever serves custom.metrics.k8s.io and
+// external.metrics.k8s.io (nothing here yet: such HPAs report that their
+// metrics are unavailable, as upstream's do without an adapter).
+func buildHPA(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+	f := cfg.Informers
+	mapper, scales, err := discoveryScales(cs, cfg, "horizontal-pod-autoscaler")
+	if err != nil {
+		return nil, err
+	}
+	restCfg := rest.AddUserAgent(rest.CopyConfig(cfg.Rest), "horizontal-pod-autoscaler")
+	resources, err := resourceclient.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("resource metrics client: %w", err)
+	}
+	external, err := external_metrics.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("external metrics client: %w", err)
+	}
+	versions := custom_metrics.NewAvailableAPIsGetter(cs.Discovery())
+	metricsClient := metrics.NewRESTMetricsClient(resources,
+		custom_metrics.NewForConfig(restCfg, mapper, versions), external)
+	period := orDefault(cfg.HPASyncPeriod, DefaultHPASyncPeriod)
+	hc := podautoscaler.NewHorizontalController(ctx, cs.CoreV1(), scales, cs.AutoscalingV2(), mapper, metricsClient,
+		f.Autoscaling().V2().HorizontalPodAutoscalers(), f.Core().V1().Pods(), period,
+		orDefault(cfg.HPADownscaleStabilization, DefaultHPADownscaleStabilization), hpaTolerance,
+		hpaCPUInitializationPeriod, hpaInitialReadinessDelay)
+	return func(ctx context.Context) {
+		go custom_metrics.PeriodicallyInvalidate(versions, period, ctx.Done())
+		hc.Run(ctx, hpaWorkers)
+	}, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }

@@ -26,12 +26,19 @@ import (
 // test ends. No node runs pods: the tests play the nodelet through
 // pods/status.
 func start(t *testing.T) kubernetes.Interface {
+	return startWith(t, controlplanetest.Options{}, Config{})
+}
+
+// startWith is start with a server and controllers configured by opts and
+// cfg (cfg's Rest and Informers are filled in).
+func startWith(t *testing.T, opts controlplanetest.Options, cfg Config) kubernetes.Interface {
 	t.Helper()
-	srv := controlplanetest.Start(t, controlplanetest.Options{})
+	srv := controlplanetest.Start(t, opts)
 	cs := srv.Clientset(t)
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	ctx, cancel := context.WithCancel(context.Background())
-	runs, err := Build(ctx, Config{Rest: srv.Config, Informers: factory})
+	cfg.Rest, cfg.Informers = srv.Config, factory
+	runs, err := Build(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
