@@ -83,6 +83,9 @@ func (s *Server) serveDelete(w http.ResponseWriter, r *http.Request, info reques
 // deletionTimestamp when finalizers or a pod's grace period hold it.
 func (s *Server) delete(ctx context.Context, res *registry.Resource, ns, name string, opts *metav1.DeleteOptions) (runtime.Object, error) {
 	dryRun := len(opts.DryRun) > 0
+	if err := refuseSystemClassDelete(res, name); err != nil {
+		return nil, err
+	}
 	for attempt := 0; ; attempt++ {
 		cur, kv, err := s.getObject(ctx, res, ns, name)
 		if err != nil {

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/nodelet/nodelet/controlplane/apivalidation"
 	"github.com/nodelet/nodelet/controlplane/registry"
 )
 
@@ -94,6 +96,22 @@ func admitPodPriorityUpdate(pod, old *corev1.Pod) {
 		p := *old.Spec.PreemptionPolicy
 		pod.Spec.PreemptionPolicy = &p
 	}
+}
+
+// refuseSystemClassDelete refuses to delete upstream's system priority
+// classes (system-node-critical, system-cluster-critical), as upstream's
+// priorityclasses REST does.
+func refuseSystemClassDelete(res *registry.Resource, name string) error {
+	if res.GroupVersion.Group != schedulingv1.GroupName || res.Name != "priorityclasses" {
+		return nil
+	}
+	for _, pc := range apivalidation.SystemPriorityClasses() {
+		if pc.Name == name {
+			return apierrors.NewForbidden(schedulingv1.Resource("priorityclasses"), name,
+				errors.New("this is a system priority class and cannot be deleted"))
+		}
+	}
+	return nil
 }
 
 // checkGlobalDefault refuses a second globalDefault class: on create when

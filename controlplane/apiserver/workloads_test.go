@@ -36,6 +36,14 @@ func TestSystemPriorityClasses(t *testing.T) {
 	if err := env.srv.EnsureDefaults(ctx); err != nil {
 		t.Fatalf("EnsureDefaults again: %v", err)
 	}
+	// As upstream, a system class cannot be deleted.
+	err = cs.SchedulingV1().PriorityClasses().Delete(ctx, "system-node-critical", metav1.DeleteOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("delete system-node-critical: %v, want 403", err)
+	}
+	if _, err := cs.SchedulingV1().PriorityClasses().Get(ctx, "system-node-critical", metav1.GetOptions{}); err != nil {
+		t.Errorf("system-node-critical after the refused delete: %v", err)
+	}
 	bad := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "system-mine"}, Value: 10}
 	_, err = cs.SchedulingV1().PriorityClasses().Create(ctx, bad, metav1.CreateOptions{})
 	if status, ok := err.(apierrors.APIStatus); !ok || status.Status().Code != 422 ||
