@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/nodelet/nodelet/buildinfo"
 	"github.com/nodelet/nodelet/controlplane/apiserver"
@@ -156,7 +157,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err := store.CountObjects(ctx); err != nil {
 		return err
 	}
-	reqMetrics, err := apiserver.NewRequestMetrics(reg)
+	reqMetrics, err := apiserver.NewRequestMetrics(reg, upstreamMetrics(legacyregistry.DefaultGatherer))
 	if err != nil {
 		return err
 	}

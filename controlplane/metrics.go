@@ -2,10 +2,12 @@ package controlplane
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -24,6 +26,25 @@ func newRegistry() (*prometheus.Registry, error) {
 		return nil, err
 	}
 	return reg, nil
+}
+
+// upstreamMetrics serves what upstream's controllers register in
+// component-base's process-global legacy registry (job_controller_*,
+// cronjob_controller_*, ...): legacy gathered, without the Go runtime and
+// process families, which the control plane's own registry has (two
+// families of one name would make the whole /metrics answer fail).
+func upstreamMetrics(legacy prometheus.Gatherer) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		families, err := legacy.Gather()
+		out := families[:0]
+		for _, f := range families {
+			if name := f.GetName(); strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") {
+				continue
+			}
+			out = append(out, f)
+		}
+		return out, err
+	})
 }
 
 // workqueueProviderOnce guards the one global in this package. client-go

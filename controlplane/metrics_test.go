@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/component-base/metrics/legacyregistry"
+	jobmetrics "k8s.io/kubernetes/pkg/controller/job/metrics"
 )
 
 // A named queue reports upstream's workqueue_* series under its name. The
@@ -55,5 +57,29 @@ func TestNewRegistry(t *testing.T) {
 	}
 	if _, err := reg.Gather(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Upstream's controller metrics, which go to component-base's legacy
+// registry, are served beside the control plane's own, and the Go and
+// process families are not served twice (which would fail the scrape).
+func TestUpstreamMetricsServed(t *testing.T) {
+	reg, err := newRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobmetrics.Register()
+	jobmetrics.JobSyncNum.WithLabelValues("NonIndexed", "success", "pods_created").Inc()
+	families, err := prometheus.Gatherers{reg, upstreamMetrics(legacyregistry.DefaultGatherer)}.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	seen := map[string]int{}
+	for _, f := range families {
+		seen[f.GetName()]++
+	}
+	if seen["job_controller_job_syncs_total"] != 1 || seen["go_goroutines"] != 1 || seen["process_cpu_seconds_total"] != 1 {
+		t.Errorf("families: job syncs %d, go_goroutines %d, process_cpu_seconds_total %d",
+			seen["job_controller_job_syncs_total"], seen["go_goroutines"], seen["process_cpu_seconds_total"])
 	}
 }

@@ -37,8 +37,10 @@ var requestDurationBuckets = []float64{0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0
 	4, 5, 6, 8, 10, 15, 20, 30, 45, 60}
 
 // NewRequestMetrics registers the request metrics in reg and serves reg
-// (so everything else registered there appears on /metrics too).
-func NewRequestMetrics(reg *prometheus.Registry) (*RequestMetrics, error) {
+// (so everything else registered there appears on /metrics too), followed
+// by what the extra gatherers gather (their families' names must not
+// repeat reg's).
+func NewRequestMetrics(reg *prometheus.Registry, extra ...prometheus.Gatherer) (*RequestMetrics, error) {
 	m := &RequestMetrics{
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "apiserver_request_total",
@@ -49,7 +51,7 @@ func NewRequestMetrics(reg *prometheus.Registry) (*RequestMetrics, error) {
 			Help:    "Response latency distribution in seconds for each verb, group, version, resource, subresource, scope and component.",
 			Buckets: requestDurationBuckets,
 		}, []string{"verb", "group", "version", "resource", "subresource", "scope", "component"}),
-		handler:   promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		handler:   promhttp.HandlerFor(append(prometheus.Gatherers{reg}, extra...), promhttp.HandlerOpts{Registry: reg}),
 		counters:  map[requestLabels]prometheus.Counter{},
 		observers: map[requestLabels]prometheus.Observer{},
 	}

@@ -7,16 +7,19 @@ import (
 )
 
 // TestControlPlaneMetrics checks that /metrics serves the control plane's
-// Prometheus metrics, with upstream's names, to the admin kubeconfig.
+// Prometheus metrics, with upstream's names, to the admin kubeconfig:
+// upstream's controllers' own metrics (the Job controller's) among them.
 func TestControlPlaneMetrics(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
 	cp.must("create", "deployment", "web", "--image=nginx")
+	cp.must("create", "job", "pi", "--image=busybox", "--", "true")
 	want := []string{
 		`apiserver_request_total{code="201",component="apiserver",group="apps",resource="deployments",scope="namespace",subresource="",verb="POST",version="v1"}`,
 		`apiserver_request_duration_seconds_bucket{`,
 		`apiserver_storage_objects{resource="deployments.apps"} 1`,
 		`etcd_request_duration_seconds_bucket{`,
 		`workqueue_adds_total{name="deployment"}`,
+		`job_controller_job_syncs_total{`,
 	}
 	// Declared up front at 0; wait until the deployment's pods (there are
 	// no nodes) have been tried.
