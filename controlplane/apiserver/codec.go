@@ -159,6 +159,25 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, int(st.Code), st)
 }
 
+// headerWarnings is the warning.Recorder of one request: what the create
+// and update paths (and any upstream code given the request's context)
+// add with warning.AddWarning becomes a Warning header, each text once.
+type headerWarnings struct {
+	w    http.ResponseWriter
+	seen map[string]bool
+}
+
+func (h *headerWarnings) AddWarning(_, text string) {
+	if h.seen[text] {
+		return
+	}
+	if h.seen == nil {
+		h.seen = map[string]bool{}
+	}
+	h.seen[text] = true
+	addWarnings(h.w, []string{text})
+}
+
 func addWarnings(w http.ResponseWriter, warnings []string) {
 	for _, msg := range warnings {
 		w.Header().Add("Warning", fmt.Sprintf("299 - %q", msg))

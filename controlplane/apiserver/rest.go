@@ -14,6 +14,7 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/nodelet/nodelet/controlplane/registry"
 	"github.com/nodelet/nodelet/controlplane/storage"
@@ -39,6 +40,9 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 	if info.Subresource != "" && !res.HasSubresource(info.Subresource) {
 		writeError(w, apierrors.NewNotFound(groupResource(res), info.Name+"/"+info.Subresource))
 		return
+	}
+	if r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
+		r = r.WithContext(warning.WithWarningRecorder(r.Context(), &headerWarnings{w: w}))
 	}
 	var err error
 	switch {
@@ -202,6 +206,11 @@ func (s *Server) createOnce(ctx context.Context, res *registry.Resource, obj run
 	if err := validateCreate(res, obj); err != nil {
 		return err
 	}
+	if res.WarningsOnCreate != nil {
+		for _, msg := range res.WarningsOnCreate(obj) {
+			warning.AddWarning(ctx, "", msg)
+		}
+	}
 	if dryRun {
 		return nil
 	}
@@ -302,6 +311,11 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 		}
 		if err := s.prepareUpdate(res, sub, obj, cur); err != nil {
 			return nil, err
+		}
+		if sub == "" && res.WarningsOnUpdate != nil {
+			for _, msg := range res.WarningsOnUpdate(obj, cur) {
+				warning.AddWarning(ctx, "", msg)
+			}
 		}
 		release := func() {}
 		if sub == "" {

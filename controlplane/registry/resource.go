@@ -76,6 +76,12 @@ type Resource struct {
 	ValidateUpdate       func(obj, old runtime.Object) field.ErrorList
 	ValidateStatusUpdate func(obj, old runtime.Object) field.ErrorList
 
+	// WarningsOnCreate and WarningsOnUpdate (main resource only) return
+	// upstream's warnings for a valid object, sent to the client as
+	// Warning headers.
+	WarningsOnCreate func(obj runtime.Object) []string
+	WarningsOnUpdate func(obj, old runtime.Object) []string
+
 	// PrepareForFinalizeUpdate and ValidateFinalizeUpdate serve the
 	// namespaces/finalize subresource, which changes spec.finalizers and
 	// nothing else (nil for every other resource).

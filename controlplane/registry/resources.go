@@ -70,6 +70,8 @@ func useUpstream(r *Resource, v *apivalidation.Validator) {
 	}
 	r.Validate = v.Validate
 	r.ValidateUpdate = v.ValidateUpdate
+	r.WarningsOnCreate = v.WarningsOnCreate
+	r.WarningsOnUpdate = v.WarningsOnUpdate
 	if r.HasSubresource("status") {
 		r.ValidateStatusUpdate = v.ValidateStatusUpdate
 	}
