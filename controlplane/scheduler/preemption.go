@@ -13,11 +13,13 @@ import (
 	"github.com/nodelet/nodelet/controlplane/scheduler/plugins"
 )
 
-// Preemption as upstream's DefaultPreemption plugin does it, in a simple
-// form: when a pod fits no node, find a node where evicting pods of lower
-// priority lets it fit. Only what evicting pods can fix is considered: a
-// node must pass every filter but the resource fit (its taints, affinity,
-// ports and the like stay as they are). This file decides; preempt.go acts.
+// Preemption as upstream's DefaultPreemption plugin does it: when a pod
+// fits no node, find a node where evicting pods of lower priority lets it
+// fit. Only nodes whose own properties admit the pod are considered (its
+// taints, node affinity and the like stay as they are); on those, every
+// filter is run again with the victims gone, so evictions may free
+// resources and host ports, and lift inter-pod anti-affinity and topology
+// spread. This file decides; preempt.go acts.
 
 // Candidate is a node where the preemptor fits once Victims are gone.
 type Candidate struct {
@@ -113,8 +115,8 @@ func SelectPreemption(st *plugins.State, nodes []*framework.NodeInfo, pdbs []*po
 		return nil
 	}
 	var best *Candidate
-	for _, n := range nodes {
-		c := victimsOnNode(st, n, pdbs)
+	for i := range nodes {
+		c := victimsOnNode(st, nodes, i, pdbs)
 		if c != nil && (best == nil || betterCandidate(c, best)) {
 			best = c
 		}
@@ -147,12 +149,14 @@ func prioritySum(pods []*corev1.Pod) int64 {
 	return sum
 }
 
-// victimsOnNode finds the fewest pods to evict from n so the preemptor
-// fits: every lower-priority pod is removed, then each is given back, the
-// most important first and the ones a budget protects before the others,
-// as long as the preemptor still fits. Nil when n cannot be made to fit.
-func victimsOnNode(st *plugins.State, n *framework.NodeInfo, pdbs []*policyv1.PodDisruptionBudget) *Candidate {
-	if n.Node == nil {
+// victimsOnNode finds the fewest pods to evict from nodes[i] so the
+// preemptor fits: every lower-priority pod is removed, then each is given
+// back, the most important first and the ones a budget protects before the
+// others, as long as the preemptor still fits. Nil when the node cannot be
+// made to fit.
+func victimsOnNode(st *plugins.State, nodes []*framework.NodeInfo, i int, pdbs []*policyv1.PodDisruptionBudget) *Candidate {
+	n := nodes[i]
+	if n.Node == nil || plugins.Unresolvable(st.Pod, n) != nil {
 		return nil
 	}
 	prio := PodPriority(st.Pod.Pod)
@@ -162,14 +166,17 @@ func victimsOnNode(st *plugins.State, n *framework.NodeInfo, pdbs []*policyv1.Po
 			lower = append(lower, p)
 		}
 	}
-	if len(lower) == 0 || !fitsButForResources(st, n) {
+	if len(lower) == 0 {
 		return nil
 	}
 	sim := n.Clone()
 	for _, p := range lower {
 		sim.RemovePod(p.Key)
 	}
-	if plugins.NodeResourcesFit(st.Pod, sim) != nil {
+	simNodes := append([]*framework.NodeInfo(nil), nodes...)
+	simNodes[i] = sim
+	fits := func() bool { return plugins.Filter(st.ForNodes(simNodes), sim) == nil }
+	if !fits() {
 		return nil
 	}
 	sort.SliceStable(lower, func(i, j int) bool { return moreImportant(lower[i].Pod, lower[j].Pod) })
@@ -177,7 +184,7 @@ func victimsOnNode(st *plugins.State, n *framework.NodeInfo, pdbs []*policyv1.Po
 	c := &Candidate{Node: n.Name()}
 	reprieve := func(p *framework.PodInfo, violates bool) {
 		sim.AddPod(p)
-		if plugins.NodeResourcesFit(st.Pod, sim) == nil {
+		if fits() {
 			return
 		}
 		sim.RemovePod(p.Key)
@@ -197,15 +204,6 @@ func victimsOnNode(st *plugins.State, n *framework.NodeInfo, pdbs []*policyv1.Po
 	}
 	sort.SliceStable(c.Victims, func(i, j int) bool { return moreImportant(c.Victims[j], c.Victims[i]) })
 	return c
-}
-
-// fitsButForResources: n passes every filter when its resources are
-// unbounded, so only the resource fit, which evictions change, rejects it.
-func fitsButForResources(st *plugins.State, n *framework.NodeInfo) bool {
-	unbounded := n.Clone()
-	unbounded.Allocatable = framework.Resource{MilliCPU: math.MaxInt64 / 4, Memory: math.MaxInt64 / 4,
-		EphemeralStorage: math.MaxInt64 / 4, AllowedPodNumber: math.MaxInt64 / 4}
-	return plugins.Filter(st, unbounded) == nil
 }
 
 // moreImportant orders pods as upstream's MoreImportantPod: higher

@@ -34,6 +34,29 @@ func prioNode(name, cpu string, taints []corev1.Taint, pods ...*corev1.Pod) *fra
 	return n
 }
 
+// withHostname labels a node with its hostname, the topology key of the
+// anti-affinity cases.
+func withHostname(n *framework.NodeInfo) *framework.NodeInfo {
+	node := n.Node.DeepCopy()
+	node.Labels = map[string]string{corev1.LabelHostname: node.Name}
+	n.SetNode(node)
+	return n
+}
+
+// antiAffine gives p a required anti-affinity to pods labelled app=app on
+// the same host.
+func antiAffine(p *corev1.Pod, app string) *corev1.Pod {
+	p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}, TopologyKey: corev1.LabelHostname}}}}
+	return p
+}
+
+func withHostPort(p *corev1.Pod, port int32) *corev1.Pod {
+	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: port, HostPort: port, Protocol: corev1.ProtocolTCP}}
+	return p
+}
+
 func budget(app string, allowed int32) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: app},
 		Spec:   policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
@@ -56,7 +79,25 @@ func TestSelectPreemption(t *testing.T) {
 		wantVictims []string
 		wantViolate int
 		pending     *Candidate
+		anti        bool // some existing pod has required anti-affinity
 	}{
+		{name: "a host port held by a lower-priority pod",
+			pod:      withHostPort(prioPod("high", "100m", 100, "high"), 80),
+			nodes:    []*framework.NodeInfo{prioNode("n1", "4", nil, withHostPort(prioPod("a", "100m", 1, "low"), 80), prioPod("b", "100m", 1, "low"))},
+			wantNode: "n1", wantVictims: []string{"a"}},
+		{name: "a lower-priority pod's anti-affinity",
+			pod:      prioPod("high", "100m", 100, "high"),
+			nodes:    []*framework.NodeInfo{withHostname(prioNode("n1", "4", nil, antiAffine(prioPod("a", "100m", 1, "low"), "high"), prioPod("b", "100m", 1, "low")))},
+			anti:     true,
+			wantNode: "n1", wantVictims: []string{"a"}},
+		{name: "the preemptor's anti-affinity to lower-priority pods",
+			pod:      antiAffine(prioPod("high", "100m", 100, "high"), "low"),
+			nodes:    []*framework.NodeInfo{withHostname(prioNode("n1", "4", nil, prioPod("a", "100m", 1, "low"), prioPod("b", "100m", 1, "other")))},
+			wantNode: "n1", wantVictims: []string{"a"}},
+		{name: "anti-affinity of a pod of equal priority stays",
+			pod:   prioPod("high", "100m", 100, "high"),
+			nodes: []*framework.NodeInfo{withHostname(prioNode("n1", "4", nil, antiAffine(prioPod("a", "100m", 100, "low"), "high"), prioPod("b", "100m", 1, "low")))},
+			anti:  true},
 		{name: "lowest priority victim suffices",
 			pod:      prioPod("high", "500m", 100, "high"),
 			nodes:    []*framework.NodeInfo{prioNode("n1", "1", nil, prioPod("a", "500m", 10, "low"), prioPod("b", "500m", 5, "low"))},
@@ -125,7 +166,7 @@ func TestSelectPreemption(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := plugins.PreFilter(framework.NewPodInfo(tt.pod), tt.nodes, false)
+			st := plugins.PreFilter(framework.NewPodInfo(tt.pod), tt.nodes, tt.anti)
 			c := SelectPreemption(st, tt.nodes, tt.pdbs, tt.pending)
 			if tt.wantNode == "" {
 				if c != nil {

@@ -68,7 +68,28 @@ func PreFilter(p *framework.PodInfo, nodes []*framework.NodeInfo, existingAnti b
 // Filter runs the filters in upstream's order and returns the reasons of
 // the first that rejects n (nil when n fits).
 func Filter(s *State, n *framework.NodeInfo) []string {
+	if r := Unresolvable(s.Pod, n); r != nil {
+		return r
+	}
 	p := s.Pod
+	if r := NodePorts(p, n); r != nil {
+		return r
+	}
+	if r := NodeResourcesFit(p, n); r != nil {
+		return r
+	}
+	if r := InterPodAffinity(p, s.InterPod, n); r != nil {
+		return r
+	}
+	return PodTopologySpread(p, s.HardSpread, n)
+}
+
+// Unresolvable runs the filters that depend on the node alone, in
+// upstream's order: those whose failure upstream reports as
+// UnschedulableAndUnresolvable, which no eviction of pods can fix. The
+// rest (ports, resources, inter-pod affinity, topology spread) depend on
+// the pods the node runs.
+func Unresolvable(p *framework.PodInfo, n *framework.NodeInfo) []string {
 	pod := p.Pod
 	if r := NodeUnschedulable(pod, n); r != nil {
 		return r
@@ -82,19 +103,25 @@ func Filter(s *State, n *framework.NodeInfo) []string {
 	if r := NodeConditions(n); r != nil {
 		return r
 	}
-	if r := NodeAffinity(p, n); r != nil {
-		return r
+	return NodeAffinity(p, n)
+}
+
+// ForNodes is s computed again over nodes, for the same pod: preemption
+// asks whether the pod fits once some pods are gone, and inter-pod
+// affinity and topology spread count pods on every node. s itself when
+// it precomputed nothing.
+func (s *State) ForNodes(nodes []*framework.NodeInfo) *State {
+	if s.InterPod == nil && s.HardSpread == nil {
+		return s
 	}
-	if r := NodePorts(p, n); r != nil {
-		return r
+	out := &State{Pod: s.Pod, SoftSpread: s.SoftSpread}
+	if s.InterPod != nil {
+		out.InterPod = PreFilterInterPod(s.Pod, nodes)
 	}
-	if r := NodeResourcesFit(p, n); r != nil {
-		return r
+	if s.HardSpread != nil {
+		out.HardSpread = PreFilterSpread(s.Pod, nodes, true)
 	}
-	if r := InterPodAffinity(p, s.InterPod, n); r != nil {
-		return r
-	}
-	return PodTopologySpread(p, s.HardSpread, n)
+	return out
 }
 
 // Scorer computes raw scores for a pod: Raw fills raw[k][i] for node i
