@@ -18,6 +18,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	// CronJob time zones: validation and the CronJob controller load
+	// spec.timeZone, which must not depend on the host's tzdata package
+	// (kube-apiserver and kube-controller-manager embed it the same way).
+	_ "time/tzdata"
 
 	"k8s.io/klog/v2"
 
