@@ -101,7 +101,8 @@ func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config,
 	// Upstream's controllers for the workload kinds share the informers;
 	// each records events through a broadcaster of its own.
 	upstreamRuns, err := upstream.Build(ctx, upstream.Config{Rest: ctrlCfg, Informers: factory,
-		HPASyncPeriod: c.cfg.HPASyncPeriod, HPADownscaleStabilization: c.cfg.HPADownscaleStabilization})
+		HPASyncPeriod: c.cfg.HPASyncPeriod, HPADownscaleStabilization: c.cfg.HPADownscaleStabilization,
+		RootCA: ctrlCfg.CAData})
 	if err != nil {
 		return fmt.Errorf("upstream controllers: %w", err)
 	}

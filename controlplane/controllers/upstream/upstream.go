@@ -1,8 +1,9 @@
 // Package upstream runs kube-controller-manager's own controllers for the
 // workload kinds (k8s.io/kubernetes/pkg/controller/...): Jobs, CronJobs,
 // DaemonSets, ReplicationControllers, StatefulSets, PodDisruptionBudgets,
-// finished-Job TTLs and HorizontalPodAutoscalers (on the API server's own
-// metrics.k8s.io). It only wires them as
+// finished-Job TTLs, HorizontalPodAutoscalers (on the API server's own
+// metrics.k8s.io), namespaces' default ServiceAccounts and the
+// kube-root-ca.crt ConfigMaps. It only wires them as
 // cmd/kube-controller-manager does: a client of its own per controller
 // (named by its user agent), the shared informer factory, upstream's
 // default worker counts. Each controller makes its own event broadcaster
@@ -86,6 +87,9 @@ type Config struct {
 	// upstream's defaults.
 	HPASyncPeriod             time.Duration
 	HPADownscaleStabilization time.Duration
+	// RootCA is the cluster CA (PEM) published as kube-root-ca.crt in
+	// every namespace.
+	RootCA []byte
 }
 
 // builder constructs one controller and returns its Run.
@@ -102,6 +106,8 @@ func builders() map[string]builder {
 		"disruption-controller":         buildDisruption,
 		"ttl-after-finished-controller": buildTTLAfterFinished,
 		"horizontal-pod-autoscaler":     buildHPA,
+		"service-account-controller":    buildServiceAccounts,
+		"root-ca-cert-publisher":        buildRootCAPublisher,
 	}
 }
 

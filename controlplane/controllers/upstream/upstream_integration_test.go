@@ -33,11 +33,16 @@ func start(t *testing.T) kubernetes.Interface {
 // cfg (cfg's Rest and Informers are filled in).
 func startWith(t *testing.T, opts controlplanetest.Options, cfg Config) kubernetes.Interface {
 	t.Helper()
-	srv := controlplanetest.Start(t, opts)
+	return startOn(t, controlplanetest.Start(t, opts), cfg)
+}
+
+// startOn runs the controllers, configured by cfg, against srv.
+func startOn(t *testing.T, srv *controlplanetest.Server, cfg Config) kubernetes.Interface {
+	t.Helper()
 	cs := srv.Clientset(t)
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg.Rest, cfg.Informers = srv.Config, factory
+	cfg.Rest, cfg.Informers, cfg.RootCA = srv.Config, factory, srv.Bundle.CAPEM()
 	runs, err := Build(ctx, cfg)
 	if err != nil {
 		cancel()
