@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -84,7 +85,8 @@ spec:
 // their life with the real kubectl on one real node: StatefulSet and
 // DaemonSet roll out, update, list their history and undo; Jobs fail on
 // their backoff limit, run indexed, and go once finished with a TTL of 0;
-// a Job made from a CronJob completes. The objects are created together
+// a Job made from a CronJob completes, and a CronJob due every minute
+// makes a Job of its own on schedule. The objects are created together
 // so their pods run side by side.
 func TestWorkloadLifecycleOnRealNode(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
@@ -105,6 +107,10 @@ func TestWorkloadLifecycleOnRealNode(t *testing.T) {
 		t.Fatalf("apply: %v\n%s%s", err, out, errOut)
 	}
 	cp.must("create", "cronjob", "nightly", "--image=busybox:1.36", "--schedule=0 3 * * *", "--", "echo", "from cron")
+	// A CronJob due every minute: its first Job comes at the next minute
+	// boundary, so it is created now and checked last, while the rest runs.
+	minutelyCreated := time.Now()
+	cp.must("create", "cronjob", "minutely", "--image=busybox:1.36", "--schedule=*/1 * * * *", "--", "echo", "tick from the schedule")
 
 	// sub gives a subtest its own kubectl runner, failing that subtest.
 	sub := func(t *testing.T) *controlPlane { c := *cp; c.t = t; return &c }
@@ -124,7 +130,9 @@ func TestWorkloadLifecycleOnRealNode(t *testing.T) {
 		}
 	})
 
-	cp.must("delete", "statefulset/web", "daemonset/agent", "cronjob/nightly", "--wait=false")
+	t.Run("CronJob schedule", func(t *testing.T) { testCronSchedule(t, sub(t), minutelyCreated) })
+
+	cp.must("delete", "statefulset/web", "daemonset/agent", "cronjob/nightly", "cronjob/minutely", "--wait=false")
 	cp.must("delete", "jobs", "--all", "--wait=false")
 	waitUntil(t, 90*time.Second, "no pods", func() bool {
 		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
@@ -322,4 +330,95 @@ func testJobsLife(t *testing.T, cp *controlPlane, w watch.Interface) {
 		out, _, _ := cp.kubectl("get", "pods", "-l", "job-name=shortlived", "-o", "name")
 		return strings.TrimSpace(out) == ""
 	})
+}
+
+// testCronSchedule waits, up to 90 s from the minutely CronJob's creation
+// (the next minute boundary, then one busybox pod on a shared machine),
+// for a Job the schedule made: owned by the CronJob, stamped with a
+// scheduled time on a minute boundary after the creation, named after
+// that minute, not instantiated by hand, complete, and its pod's log is
+// what the CronJob echoes. The CronJob's status then has the schedule's
+// last and last successful times, and kubectl get cronjob shows it.
+func testCronSchedule(t *testing.T, cp *controlPlane, created time.Time) {
+	var job *batchv1.Job
+	var scheduled time.Time
+	var last string
+	deadline := created.Add(90 * time.Second)
+	for job == nil {
+		var list batchv1.JobList
+		if err := json.Unmarshal([]byte(cp.must("get", "jobs", "-o", "json")), &list); err != nil {
+			t.Fatalf("jobs: %v", err)
+		}
+		last = "no Job owned by cronjob/minutely"
+		for i := range list.Items {
+			j := &list.Items[i]
+			if ref := metav1.GetControllerOf(j); ref == nil || ref.Kind != "CronJob" || ref.Name != "minutely" {
+				continue
+			}
+			if how := j.Annotations["cronjob.kubernetes.io/instantiate"]; how != "" {
+				t.Fatalf("job %s was instantiated %q, not by the schedule", j.Name, how)
+			}
+			at, err := time.Parse(time.RFC3339, j.Annotations[batchv1.CronJobScheduledTimestampAnnotation])
+			if err != nil {
+				t.Fatalf("job %s: scheduled timestamp: %v (annotations %v)", j.Name, err, j.Annotations)
+			}
+			if at.Second() != 0 || at.Before(created.Truncate(time.Minute)) || j.Name != fmt.Sprintf("minutely-%d", at.Unix()/60) {
+				t.Fatalf("job %s scheduled at %s: want a minute boundary after the CronJob's creation (%s), named after it",
+					j.Name, at.Format(time.RFC3339), created.Format(time.RFC3339Nano))
+			}
+			last = fmt.Sprintf("job %s (scheduled %s) not complete: %+v", j.Name, at.Format(time.RFC3339), j.Status)
+			if jobComplete(j) {
+				job, scheduled = j, at
+				break
+			}
+		}
+		if job == nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("90s after creating cronjob/minutely: %s", last)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	t.Logf("job %s scheduled at %s, created %s after the CronJob, complete at %s",
+		job.Name, scheduled.Format(time.RFC3339), job.CreationTimestamp.Sub(created).Round(time.Second), job.Status.CompletionTime)
+	if out := strings.TrimSpace(cp.must("logs", "job/"+job.Name)); out != "tick from the schedule" {
+		t.Fatalf("kubectl logs job/%s = %q", job.Name, out)
+	}
+
+	// The CronJob's status follows the Job's completion.
+	var cj batchv1.CronJob
+	waitUntil(t, 30*time.Second, "cronjob/minutely's lastSuccessfulTime", func() bool {
+		if err := json.Unmarshal([]byte(cp.must("get", "cronjob", "minutely", "-o", "json")), &cj); err != nil {
+			t.Fatalf("cronjob: %v", err)
+		}
+		return cj.Status.LastSuccessfulTime != nil
+	})
+	if lst := cj.Status.LastScheduleTime; lst == nil || lst.Time.Before(scheduled) {
+		t.Errorf("cronjob/minutely lastScheduleTime %v, want %s or later", lst, scheduled.Format(time.RFC3339))
+	}
+	if lst := cj.Status.LastSuccessfulTime; job.Status.CompletionTime == nil || lst.Time.Before(job.Status.CompletionTime.Time.Truncate(time.Second)) {
+		t.Errorf("cronjob/minutely lastSuccessfulTime %s, job %s completed %v", lst, job.Name, job.Status.CompletionTime)
+	}
+
+	// kubectl's table: the schedule, not suspended, a last schedule.
+	out := cp.must("get", "cronjob", "minutely")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("kubectl get cronjob minutely:\n%s", out)
+	}
+	col := strings.Index(lines[0], "LAST SCHEDULE")
+	if !strings.HasPrefix(lines[0], "NAME") || col < 0 || len(lines[1]) <= col ||
+		!strings.HasPrefix(lines[1], "minutely ") || !strings.Contains(lines[1], " */1 * * * * ") ||
+		!strings.Contains(lines[1], " False ") || strings.HasPrefix(lines[1][col:], "<none>") {
+		t.Fatalf("kubectl get cronjob minutely: want its schedule, False and a last schedule:\n%s", out)
+	}
+}
+
+func jobComplete(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
