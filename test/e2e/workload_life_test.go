@@ -86,11 +86,12 @@ spec:
 // DaemonSet roll out, update, list their history and undo; Jobs fail on
 // their backoff limit, run indexed, and go once finished with a TTL of 0;
 // a Job made from a CronJob completes, and a CronJob due every minute
-// makes a Job of its own on schedule. The objects are created together
-// so their pods run side by side.
+// makes a Job of its own on schedule; a high-priority pod preempts a
+// low-priority one (the node has one CPU allocatable). The objects are
+// created together so their pods run side by side.
 func TestWorkloadLifecycleOnRealNode(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
-	node := startRealNode(t, cp, "node-life")
+	node := startRealNode(t, cp, "node-life", preemptionNodeArgs()...)
 	waitUntil(t, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
@@ -130,6 +131,7 @@ func TestWorkloadLifecycleOnRealNode(t *testing.T) {
 		}
 	})
 
+	t.Run("Preemption", func(t *testing.T) { testPreemption(t, sub(t), node.name) })
 	t.Run("CronJob schedule", func(t *testing.T) { testCronSchedule(t, sub(t), minutelyCreated) })
 
 	cp.must("delete", "statefulset/web", "daemonset/agent", "cronjob/nightly", "cronjob/minutely", "--wait=false")
