@@ -93,8 +93,9 @@ func NodeName(i int) string { return fmt.Sprintf("node%d", i) }
 // NodeIP is the i-th node's address on the lab bridge.
 func NodeIP(i int) string { return fmt.Sprintf("%s%d", subnetPrefix, 10+i) }
 
-func nodeNetNS(name string, i int) string  { return fmt.Sprintf("nlab-%s-n%d", name, i) }
-func cgroupRoot(name string, i int) string { return fmt.Sprintf("/nodelet-lab-%s-n%d", name, i) }
+func nodeNetNS(name string, i int) string    { return fmt.Sprintf("nlab-%s-n%d", name, i) }
+func nodeRunDir(runDir string, i int) string { return filepath.Join(runDir, fmt.Sprintf("n%d", i)) }
+func cgroupRoot(name string, i int) string   { return fmt.Sprintf("/nodelet-lab-%s-n%d", name, i) }
 
 // labLink is the lab-side end of node i's veth, enslaved to the bridge.
 // It is unique per lab, so a copy on the host would be recognisable.

@@ -207,3 +207,33 @@ func TestLeftoversOfNothing(t *testing.T) {
 		t.Errorf("Leftovers of a lab never made: %q", left)
 	}
 }
+
+func TestNextNodeIndex(t *testing.T) {
+	st := testPlan(t) // node1, node2
+	if st.BinDir != "/opt/bin" || !reflect.DeepEqual(st.NodeletArgs, []string{"--log-level=debug"}) {
+		t.Errorf("the plan does not record what AddNode needs: BinDir %q, NodeletArgs %q", st.BinDir, st.NodeletArgs)
+	}
+	for _, c := range []struct {
+		nodes  []string
+		traces []int
+		want   int
+	}{
+		{[]string{"node1", "node2"}, nil, 3},
+		{[]string{"node1", "node2"}, []int{1, 2}, 3},
+		{[]string{"node1", "node3"}, []int{1, 3}, 4}, // node2 removed: never reused while node3 exists
+		{[]string{"node1"}, []int{1, 5}, 6},          // node5's remains: not met by the new node
+		{nil, nil, 1},
+	} {
+		st.Nodes = nil
+		for _, name := range c.nodes {
+			st.Nodes = append(st.Nodes, Node{Name: name})
+		}
+		if got, err := nextNodeIndex(st, c.traces); err != nil || got != c.want {
+			t.Errorf("nodes %v, traces %v: next %d (%v), want %d", c.nodes, c.traces, got, err, c.want)
+		}
+	}
+	st.Nodes = []Node{{Name: NodeName(MaxNodes)}}
+	if i, err := nextNodeIndex(st, nil); err == nil {
+		t.Errorf("next after node%d = %d, want an error", MaxNodes, i)
+	}
+}

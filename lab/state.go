@@ -34,6 +34,11 @@ type State struct {
 	ForwarderLog  string
 
 	Nodes []Node
+
+	// What AddNode plans a node with, as Up planned the first ones: the
+	// directory of the binaries and the extra nodelet flags.
+	BinDir      string
+	NodeletArgs []string
 }
 
 // ControlPlane is the controlplane process inside the lab namespace.
@@ -132,6 +137,7 @@ func plan(c *Config, t tools) *State {
 		Subnet:     subnetPrefix + "0/" + strconv.Itoa(subnetBits),
 		ImageDir:   filepath.Join(c.Dir, "images"),
 		Kubeconfig: filepath.Join(c.Dir, "kubeconfig"),
+		BinDir:     c.BinDir, NodeletArgs: c.NodeletArgs,
 	}
 	cp := &st.ControlPlane
 	cp.NetNS, cp.DataDir = st.NetNS, filepath.Join(c.Dir, "controlplane")
@@ -152,7 +158,7 @@ func plan(c *Config, t tools) *State {
 
 func planNode(c *Config, t tools, st *State, i int) Node {
 	dir := filepath.Join(c.Dir, NodeName(i))
-	run := filepath.Join(st.RunDir, fmt.Sprintf("n%d", i))
+	run := nodeRunDir(st.RunDir, i)
 	n := Node{
 		Name: NodeName(i), NetNS: nodeNetNS(c.Name, i), IP: NodeIP(i), Link: labLink(c.Name, i), Dir: dir,
 		ContainerdAddress: filepath.Join(run, "containerd.sock"),

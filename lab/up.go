@@ -219,7 +219,13 @@ func writeKubeconfig(cfg *Config, path, user, group, server string) error {
 // waitNodesReady waits until every node is Ready, giving up early when one
 // of the lab's processes exits.
 func waitNodesReady(ctx context.Context, cfg *Config, st *State) error {
-	cfg.logf("waiting for %d node(s) to be Ready", len(st.Nodes))
+	return waitReady(ctx, cfg, st, st.Nodes)
+}
+
+// waitReady waits until nodes are Ready, giving up early when the control
+// plane, the forwarder or one of their processes exits.
+func waitReady(ctx context.Context, cfg *Config, st *State, nodes []Node) error {
+	cfg.logf("waiting for %d node(s) to be Ready", len(nodes))
 	cs, err := clientFor(st.Kubeconfig)
 	if err != nil {
 		return err
@@ -229,11 +235,11 @@ func waitNodesReady(ctx context.Context, cfg *Config, st *State) error {
 		{what: "the forwarder", pid: st.ForwarderPID, argv: st.ForwarderArgs, log: st.ForwarderLog},
 	}
 	var names []string
-	for _, n := range st.Nodes {
+	for _, n := range nodes {
 		names = append(names, n.Name)
 		procs = append(procs, watched{what: "containerd of " + n.Name, pid: n.ContainerdPID, argv: n.ContainerdArgs, log: n.ContainerdLog},
 			watched{what: "the nodelet of " + n.Name, pid: n.NodeletPID, argv: n.NodeletArgs, log: n.NodeletLog})
 	}
-	timeout := 2*time.Minute + time.Duration(len(st.Nodes))*30*time.Second
+	timeout := 2*time.Minute + time.Duration(len(nodes))*30*time.Second
 	return waitFor(ctx, "every node to be Ready", timeout, procs, nodesReady(cs, names))
 }

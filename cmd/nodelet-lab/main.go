@@ -7,6 +7,8 @@
 //	nodelet-lab down [--name NAME] [--dir DIR]
 //	nodelet-lab kill-node NODE [--name NAME] [--dir DIR]
 //	nodelet-lab start-node NODE [--name NAME] [--dir DIR]
+//	nodelet-lab add-node [--name NAME] [--dir DIR]
+//	nodelet-lab remove-node NODE [--name NAME] [--dir DIR]
 package main
 
 import (
@@ -28,7 +30,9 @@ const usage = `usage:
                  [--controlplane-arg ARG]... [--nodelet-arg ARG]...
   nodelet-lab down [--name NAME] [--dir DIR]
   nodelet-lab kill-node NODE [--name NAME] [--dir DIR]
-  nodelet-lab start-node NODE [--name NAME] [--dir DIR]`
+  nodelet-lab start-node NODE [--name NAME] [--dir DIR]
+  nodelet-lab add-node [--name NAME] [--dir DIR]
+  nodelet-lab remove-node NODE [--name NAME] [--dir DIR]`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -59,15 +63,29 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		return lab.Down(ctx, cfg)
-	case "kill-node", "start-node":
+	case "kill-node", "start-node", "remove-node":
 		cfg, node, err := parseCommon(cmd, rest, true)
 		if err != nil {
 			return err
 		}
-		if cmd == "kill-node" {
+		switch cmd {
+		case "kill-node":
 			return lab.KillNode(cfg, node)
+		case "start-node":
+			return lab.StartNode(ctx, cfg, node)
 		}
-		return lab.StartNode(ctx, cfg, node)
+		return lab.RemoveNode(ctx, cfg, node)
+	case "add-node":
+		cfg, _, err := parseCommon(cmd, rest, false)
+		if err != nil {
+			return err
+		}
+		n, err := lab.AddNode(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Println(n.Name) // what remove-node takes
+		return nil
 	case "forward": // started by up, not by users
 		return forward(ctx, rest)
 	default:
