@@ -87,6 +87,29 @@ func (e *labEnv) startNode(name string) {
 	}
 }
 
+// addNode runs `nodelet-lab add-node` and returns the new node's name
+// once it is Ready.
+func (e *labEnv) addNode() string {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "nodelet-lab"), "add-node", "--name", e.name, "--dir", e.dir)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		e.t.Fatalf("nodelet-lab add-node: %v\n%s", err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func (e *labEnv) removeNode(name string) {
+	e.t.Helper()
+	if out, err := e.labCmd(5*time.Minute, "remove-node", "--name", e.name, "--dir", e.dir, name); err != nil {
+		e.t.Fatalf("nodelet-lab remove-node %s: %v\n%s", name, err, out)
+	}
+}
+
 // files is where node name keeps its pods' state.
 func (e *labEnv) files(name string) nodeFiles {
 	n := e.node(name)

@@ -65,8 +65,9 @@ spec:
 `
 
 // TestSeveralNodes runs the lab with three nodes: a Deployment spreads
-// over them, a DaemonSet runs one pod on each (and again on a node that
-// returns from a failure), pods reach each other across nodes by pod IP with their own
+// over them, a DaemonSet runs one pod on each (on a fourth node added
+// later until it leaves, and again on a node that returns from a failure),
+// pods reach each other across nodes by pod IP with their own
 // source address, traffic leaving the cluster is masqueraded, a second
 // nodelet on a node's root dir is refused, and a node that dies has its
 // pods replaced elsewhere and, when it returns, cleans up what was
@@ -93,6 +94,7 @@ func TestSeveralNodes(t *testing.T) {
 	t.Run("cross-node pod traffic", func(t *testing.T) { testCrossNode(t, e, cs, perNode) })
 	t.Run("egress masquerade", func(t *testing.T) { testEgressMasquerade(t, e, cs) })
 	t.Run("second nodelet refused", func(t *testing.T) { testSecondNodelet(t, e, cs) })
+	t.Run("daemonset on a node added and removed", func(t *testing.T) { testDaemonSetNewNode(t, e, cs) })
 	t.Run("node failure and return", func(t *testing.T) { testNodeFailure(t, e, cs, perNode["node3"]) })
 }
 
@@ -101,14 +103,21 @@ func TestSeveralNodes(t *testing.T) {
 // Ready, and its status counts three ready of three desired. If
 // returned names a node that came back from a failure, its pod must be
 // Ready after the node's last transition to Ready.
-func waitDaemonOnEveryNode(t testing.TB, cs kubernetes.Interface, returned string) {
+func waitDaemonOnEveryNode(t testing.TB, cs kubernetes.Interface, returned string) map[string][]corev1.Pod {
+	t.Helper()
+	return waitDaemonOnNodes(t, cs, []string{"node1", "node2", "node3"}, returned)
+}
+
+// waitDaemonOnNodes is waitDaemonOnEveryNode for the lab's nodes, the
+// nodes it has now; it returns the DaemonSet's pods by node.
+func waitDaemonOnNodes(t testing.TB, cs kubernetes.Interface, nodes []string, returned string) map[string][]corev1.Pod {
 	t.Helper()
 	var last string
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		last = ""
 		perNode := livePodsByNode(t, cs, "every")
-		for _, n := range []string{"node1", "node2", "node3"} {
+		for _, n := range nodes {
 			pods := perNode[n]
 			switch {
 			case len(pods) != 1:
@@ -119,7 +128,7 @@ func waitDaemonOnEveryNode(t testing.TB, cs kubernetes.Interface, returned strin
 				last += fmt.Sprintf("%s's %s not Ready since the node returned; ", n, pods[0].Name)
 			}
 		}
-		if len(perNode) != 3 {
+		if len(perNode) != len(nodes) {
 			last += fmt.Sprintf("pods on %d nodes: %v; ", len(perNode), podNames(perNode))
 		}
 		if last == "" {
@@ -127,10 +136,10 @@ func waitDaemonOnEveryNode(t testing.TB, cs kubernetes.Interface, returned strin
 			if err != nil {
 				t.Fatal(err)
 			}
-			st := ds.Status
-			if st.DesiredNumberScheduled == 3 && st.CurrentNumberScheduled == 3 && st.NumberReady == 3 && st.NumberMisscheduled == 0 {
+			st, want := ds.Status, int32(len(nodes))
+			if st.DesiredNumberScheduled == want && st.CurrentNumberScheduled == want && st.NumberReady == want && st.NumberMisscheduled == 0 {
 				t.Logf("daemonset every: %v", podNames(perNode))
-				return
+				return perNode
 			}
 			last = fmt.Sprintf("status desired %d current %d ready %d misscheduled %d",
 				st.DesiredNumberScheduled, st.CurrentNumberScheduled, st.NumberReady, st.NumberMisscheduled)
