@@ -10,22 +10,21 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/nodelet/nodelet/controlplane/scheduler"
 )
 
-// preemptionAllocatable is the node's allocatable CPU in the tests that
-// preempt: preemptionRequest fits once, not twice.
-const (
-	preemptionAllocatable = "1"
-	preemptionRequest     = "700m"
-)
+// preemptionRequest is the CPU each pod of the preemption test requests:
+// it fits once, not twice, in the one CPU the node has allocatable.
+const preemptionRequest = "700m"
 
-// preemptionNodeArgs are the nodelet flags that leave the node
-// preemptionAllocatable CPU: its capacity is the host's CPU count, and the
-// harness already reserves 100m for the system (startRealNode).
+// preemptionNodeArgs are the nodelet flags that leave the node one CPU
+// allocatable (900m on a one-CPU host): its capacity is the host's CPU
+// count, and the harness already reserves 100m for the system
+// (startRealNode).
 func preemptionNodeArgs() []string {
 	return []string{fmt.Sprintf("--kube-reserved=cpu=%dm", max(0, goruntime.NumCPU()*1000-1100))}
 }
@@ -70,8 +69,9 @@ spec:
 // scheduler counts them). The high pod runs on the node, the low pod is
 // gone, and it has a Preempted event naming the preemptor and the node.
 func testPreemption(t *testing.T, cp *controlPlane, node string) {
-	if alloc := cp.must("get", "node", node, "-o", "jsonpath={.status.allocatable.cpu}"); alloc != preemptionAllocatable {
-		t.Fatalf("node %s allocatable cpu %q, want %s (flags %v)", node, alloc, preemptionAllocatable, preemptionNodeArgs())
+	alloc, err := resource.ParseQuantity(cp.must("get", "node", node, "-o", "jsonpath={.status.allocatable.cpu}"))
+	if req := resource.MustParse(preemptionRequest); err != nil || alloc.Cmp(req) < 0 || alloc.MilliValue() >= 2*req.MilliValue() {
+		t.Fatalf("node %s allocatable cpu %s (%v): want room for one %s request, not two (flags %v)", node, alloc.String(), err, preemptionRequest, preemptionNodeArgs())
 	}
 	cp.mustStdin(priorityClasses, "apply", "-f", "-")
 	defer cp.kubectl("delete", "priorityclass", "low", "high", "--ignore-not-found")
