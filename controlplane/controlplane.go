@@ -165,13 +165,9 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	authn := apiserver.Authenticators{apiserver.CertAuthenticator{}}
-	if c.cfg.TokenAuthFile != "" {
-		tokens, err := apiserver.LoadTokenFile(c.cfg.TokenAuthFile)
-		if err != nil {
-			return err
-		}
-		authn = append(authn, tokens)
+	authn, err := apiserver.NewAuthenticator(c.cfg.TokenAuthFile)
+	if err != nil {
+		return err
 	}
 	nodes, err := nodeClient(bundle)
 	if err != nil {
@@ -188,7 +184,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		Address:          net.JoinHostPort(c.cfg.BindAddress, strconv.Itoa(c.cfg.SecurePort)),
 		TLS:              bundle.TLSConfig(),
 		Authn:            authn,
-		Authz:            apiserver.AllowAuthenticated{},
+		Authz:            apiserver.AllowAuthenticated,
 		ServiceCIDR:      c.cfg.ServiceCIDR,
 		AdvertiseAddress: advertise,
 		AdvertisePort:    c.cfg.SecurePort,

@@ -2,163 +2,88 @@ package apiserver
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"strings"
+
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/group"
+	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
+	"k8s.io/apiserver/pkg/authentication/request/union"
+	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 )
 
-// User is an authenticated caller.
-type User struct {
-	Name   string
-	UID    string
-	Groups []string
-}
-
-type userKey struct{}
-
-func withUser(ctx context.Context, u *User) context.Context {
-	return context.WithValue(ctx, userKey{}, u)
-}
-
-// UserFrom returns the authenticated user of a request context.
-func UserFrom(ctx context.Context) *User {
-	u, _ := ctx.Value(userKey{}).(*User)
-	return u
-}
-
-// Authenticator tells who made a request. It returns (nil, nil) when the
-// request carries no credentials it recognises, and an error when it
-// carries bad ones.
-type Authenticator interface {
-	Authenticate(r *http.Request) (*User, error)
-}
-
-// Authenticators tries each authenticator in turn; the first that
-// recognises the request wins.
-type Authenticators []Authenticator
-
-func (as Authenticators) Authenticate(r *http.Request) (*User, error) {
-	for _, a := range as {
-		u, err := a.Authenticate(r)
-		if err != nil || u != nil {
-			return u, err
-		}
-	}
-	return nil, nil
-}
+// Authentication and authorization speak k8s.io/apiserver's interfaces
+// (authenticator.Request, user.Info, authorizer.Authorizer and its
+// Attributes), as kube-apiserver's filters do, so that upstream's
+// authenticators (token file, service-account JWTs, anonymous) and
+// authorizers (RBAC, Node) plug in unchanged. The authenticated user rides
+// in the request context (k8s.io/apiserver/pkg/endpoints/request.WithUser).
 
 // CertAuthenticator maps a verified TLS client certificate to a user: the
-// common name is the user, the organizations are the groups. The TLS layer
-// has already verified the chain against the cluster CA.
+// common name is the user, the organizations are the groups, as upstream's
+// x509 CommonNameUserConversion. Upstream's x509 authenticator verifies the
+// chain again on every request; here the TLS handshake has verified it
+// against the cluster CA, the only client CA, once per connection.
 type CertAuthenticator struct{}
 
-func (CertAuthenticator) Authenticate(r *http.Request) (*User, error) {
+func (CertAuthenticator) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	cert := r.TLS.VerifiedChains[0][0]
 	if cert.Subject.CommonName == "" {
-		return nil, errors.New("client certificate has no common name")
+		return nil, false, errors.New("client certificate has no common name")
 	}
-	groups := append([]string{}, cert.Subject.Organization...)
-	return &User{Name: cert.Subject.CommonName, Groups: append(groups, "system:authenticated")}, nil
+	groups := append([]string(nil), cert.Subject.Organization...)
+	return &authenticator.Response{User: &user.DefaultInfo{Name: cert.Subject.CommonName, Groups: groups}}, true, nil
 }
 
-// TokenAuthenticator checks bearer tokens against a static table, in the
-// format of upstream's --token-auth-file: token,user,uid,"group1,group2".
-type TokenAuthenticator struct {
-	tokens map[string]*User
-}
-
-// LoadTokenFile reads a token file.
-func LoadTokenFile(path string) (*TokenAuthenticator, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open token file: %w", err)
-	}
-	defer f.Close()
-	rd := csv.NewReader(f)
-	rd.FieldsPerRecord = -1
-	rd.Comment = '#'
-	records, err := rd.ReadAll()
-	if err != nil {
-		return nil, fmt.Errorf("read token file %s: %w", path, err)
-	}
-	ta := &TokenAuthenticator{tokens: map[string]*User{}}
-	for i, rec := range records {
-		if len(rec) < 2 || rec[0] == "" || rec[1] == "" {
-			return nil, fmt.Errorf("token file %s line %d: want token,user[,uid[,groups]]", path, i+1)
+// NewAuthenticator is the control plane's authentication chain: client
+// certificates, then (when tokenFile is set) the static bearer tokens of
+// upstream's --token-auth-file (token,user,uid,"group1,group2"); every
+// user it recognises is in system:authenticated.
+func NewAuthenticator(tokenFile string) (authenticator.Request, error) {
+	chain := []authenticator.Request{CertAuthenticator{}}
+	if tokenFile != "" {
+		tokens, err := tokenfile.NewCSV(tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("token file: %w", err)
 		}
-		u := &User{Name: rec[1]}
-		if len(rec) > 2 {
-			u.UID = rec[2]
+		chain = append(chain, bearertoken.New(tokens))
+	}
+	return group.NewAuthenticatedGroupAdder(union.New(chain...)), nil
+}
+
+// AllowAuthenticated allows every authenticated user everything: the
+// authorizer until RBAC lands.
+var AllowAuthenticated authorizer.Authorizer = authorizer.AuthorizerFunc(
+	func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		if a.GetUser() == nil {
+			return authorizer.DecisionDeny, "anonymous requests are not allowed", nil
 		}
-		if len(rec) > 3 && rec[3] != "" {
-			u.Groups = strings.Split(rec[3], ",")
-		}
-		u.Groups = append(u.Groups, "system:authenticated")
-		ta.tokens[rec[0]] = u
-	}
-	return ta, nil
-}
+		return authorizer.DecisionAllow, "", nil
+	})
 
-// NewTokenAuthenticator builds a token table from a map of token to user.
-func NewTokenAuthenticator(tokens map[string]User) *TokenAuthenticator {
-	ta := &TokenAuthenticator{tokens: map[string]*User{}}
-	for tok, u := range tokens {
-		u := u
-		u.Groups = append(append([]string{}, u.Groups...), "system:authenticated")
-		ta.tokens[tok] = &u
+// forbiddenMessage is upstream's wording of a refusal
+// (k8s.io/apiserver/pkg/endpoints/handlers/responsewriters, unexported
+// there): who cannot do what, where.
+func forbiddenMessage(a authorizer.Attributes) string {
+	name := ""
+	if u := a.GetUser(); u != nil {
+		name = u.GetName()
 	}
-	return ta
-}
-
-func (ta *TokenAuthenticator) Authenticate(r *http.Request) (*User, error) {
-	h := r.Header.Get("Authorization")
-	if h == "" {
-		return nil, nil
+	if !a.IsResourceRequest() {
+		return fmt.Sprintf("User %q cannot %s path %q", name, a.GetVerb(), a.GetPath())
 	}
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return nil, nil
+	resource := a.GetResource()
+	if sub := a.GetSubresource(); sub != "" {
+		resource += "/" + sub
 	}
-	tok = strings.TrimSpace(tok)
-	if u, ok := ta.tokens[tok]; ok && tok != "" {
-		return u, nil
+	if ns := a.GetNamespace(); ns != "" {
+		return fmt.Sprintf("User %q cannot %s resource %q in API group %q in the namespace %q", name, a.GetVerb(), resource, a.GetAPIGroup(), ns)
 	}
-	return nil, errors.New("invalid bearer token")
-}
-
-// Attributes describe a request for authorization, as upstream's
-// authorizer.Attributes do.
-type Attributes struct {
-	User            *User
-	Verb            string
-	ResourceRequest bool
-	APIGroup        string
-	APIVersion      string
-	Resource        string
-	Subresource     string
-	Namespace       string
-	Name            string
-	Path            string
-}
-
-// Authorizer decides whether a request may proceed. RBAC and the Node
-// authorizer plug in here later.
-type Authorizer interface {
-	Authorize(ctx context.Context, a Attributes) (allowed bool, reason string, err error)
-}
-
-// AllowAuthenticated allows every authenticated user everything.
-type AllowAuthenticated struct{}
-
-func (AllowAuthenticated) Authorize(ctx context.Context, a Attributes) (bool, string, error) {
-	if a.User == nil {
-		return false, "anonymous requests are not allowed", nil
-	}
-	return true, "", nil
+	return fmt.Sprintf("User %q cannot %s resource %q in API group %q at the cluster scope", name, a.GetVerb(), resource, a.GetAPIGroup())
 }

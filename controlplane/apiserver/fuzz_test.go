@@ -10,14 +10,17 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
+
 	"github.com/nodelet/nodelet/controlplane/registry"
 	"github.com/nodelet/nodelet/controlplane/storage/bolt"
 )
 
 type adminAuthn struct{}
 
-func (adminAuthn) Authenticate(*http.Request) (*User, error) {
-	return &User{Name: "admin", Groups: []string{"system:masters"}}, nil
+func (adminAuthn) AuthenticateRequest(*http.Request) (*authenticator.Response, bool, error) {
+	return &authenticator.Response{User: &user.DefaultInfo{Name: "admin", Groups: []string{"system:masters"}}}, true, nil
 }
 
 // FuzzRequests sends arbitrary bodies, content types and paths through the
@@ -48,7 +51,7 @@ func FuzzRequests(f *testing.F) {
 	}
 	defer store.Close()
 	srv, err := New(Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
-		Authn: adminAuthn{}, Authz: AllowAuthenticated{}, Log: slog.New(slog.DiscardHandler)})
+		Authn: adminAuthn{}, Authz: AllowAuthenticated, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/nodelet/nodelet/controlplane/registry"
 	"github.com/nodelet/nodelet/controlplane/storage/bolt"
@@ -18,11 +20,11 @@ import (
 // userHeader authenticates requests carrying X-Test-User.
 type userHeader struct{}
 
-func (userHeader) Authenticate(r *http.Request) (*User, error) {
+func (userHeader) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {
 	if n := r.Header.Get("X-Test-User"); n != "" {
-		return &User{Name: n, Groups: []string{"system:masters"}}, nil
+		return &authenticator.Response{User: &user.DefaultInfo{Name: n, Groups: []string{"system:masters"}}}, true, nil
 	}
-	return nil, nil
+	return nil, false, nil
 }
 
 func newMetricsServer(t *testing.T) (http.Handler, *RequestMetrics, *prometheus.Registry) {
@@ -38,7 +40,7 @@ func newMetricsServer(t *testing.T) (http.Handler, *RequestMetrics, *prometheus.
 		t.Fatal(err)
 	}
 	srv, err := New(Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
-		Authn: userHeader{}, Authz: AllowAuthenticated{}, RequestMetrics: m})
+		Authn: userHeader{}, Authz: AllowAuthenticated, RequestMetrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -122,33 +123,33 @@ func testMetrics() *fakeMetrics {
 // metrics.k8s.io requests.
 type recordingAuthz struct {
 	mu    sync.Mutex
-	attrs []Attributes
+	attrs []authorizer.AttributesRecord
 }
 
-func (a *recordingAuthz) Authorize(ctx context.Context, attrs Attributes) (bool, string, error) {
-	if attrs.APIGroup != metricsGV.Group {
-		return true, "", nil
+func (a *recordingAuthz) Authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
+	if attrs.GetAPIGroup() != metricsGV.Group {
+		return authorizer.DecisionAllow, "", nil
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.attrs = append(a.attrs, attrs)
-	if attrs.Name == "forbidden" {
-		return false, "not this one", nil
+	a.attrs = append(a.attrs, *attrs.(*authorizer.AttributesRecord))
+	if attrs.GetName() == "forbidden" {
+		return authorizer.DecisionDeny, "not this one", nil
 	}
-	return true, "", nil
+	return authorizer.DecisionAllow, "", nil
 }
 
-func (a *recordingAuthz) last() Attributes {
+func (a *recordingAuthz) last() authorizer.AttributesRecord {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.attrs) == 0 {
-		return Attributes{}
+		return authorizer.AttributesRecord{}
 	}
 	return a.attrs[len(a.attrs)-1]
 }
 
 // newMetricsEnv is newTestEnv with a metrics source and an authorizer.
-func newMetricsEnv(tb testing.TB, src MetricsSource, authz Authorizer) *testEnv {
+func newMetricsEnv(tb testing.TB, src MetricsSource, authz authorizer.Authorizer) *testEnv {
 	tb.Helper()
 	dir := tb.TempDir()
 	bundle, err := pki.Ensure(pki.Config{Dir: dir})
@@ -161,7 +162,7 @@ func newMetricsEnv(tb testing.TB, src MetricsSource, authz Authorizer) *testEnv 
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err := New(Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
-		Authn: Authenticators{CertAuthenticator{}}, Authz: authz, Log: log, Metrics: src})
+		Authn: CertAuthenticator{}, Authz: authz, Log: log, Metrics: src})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -222,7 +223,7 @@ func podMetricNames(items []metricsv1beta1.PodMetrics) string {
 
 func TestMetricsAPI(t *testing.T) {
 	src := testMetrics()
-	env := newMetricsEnv(t, src, AllowAuthenticated{})
+	env := newMetricsEnv(t, src, AllowAuthenticated)
 	ctx := testCtx(t)
 
 	for name, mc := range metricsClients(t, env) {
@@ -318,7 +319,7 @@ func TestMetricsAPI(t *testing.T) {
 
 func TestMetricsAPIRaw(t *testing.T) {
 	src := testMetrics()
-	env := newMetricsEnv(t, src, AllowAuthenticated{})
+	env := newMetricsEnv(t, src, AllowAuthenticated)
 
 	code, hdr, body := rawDo(t, env, "GET", "/apis/metrics.k8s.io/v1beta1/nodes", "", "application/json", nil)
 	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
@@ -394,7 +395,7 @@ func TestMetricsAPIRaw(t *testing.T) {
 }
 
 func TestMetricsTable(t *testing.T) {
-	env := newMetricsEnv(t, testMetrics(), AllowAuthenticated{})
+	env := newMetricsEnv(t, testMetrics(), AllowAuthenticated)
 	code, _, body := rawDo(t, env, "GET", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods", "", tableAccept, nil)
 	if code != 200 {
 		t.Fatalf("table: %d %s", code, body)
@@ -420,7 +421,7 @@ func TestMetricsTable(t *testing.T) {
 }
 
 func TestMetricsDiscovery(t *testing.T) {
-	env := newMetricsEnv(t, testMetrics(), AllowAuthenticated{})
+	env := newMetricsEnv(t, testMetrics(), AllowAuthenticated)
 	dc := env.clientset(t).Discovery()
 	groups, err := dc.ServerGroups()
 	if err != nil {
@@ -471,21 +472,21 @@ func TestMetricsDiscovery(t *testing.T) {
 
 func TestMetricsAuthorization(t *testing.T) {
 	authz := &recordingAuthz{}
-	env := newMetricsEnv(t, testMetrics(), authz)
+	env := newMetricsEnv(t, testMetrics(), authorizer.AuthorizerFunc(authz.Authorize))
 	for _, tc := range []struct {
 		method, path string
-		want         Attributes
+		want         authorizer.AttributesRecord
 	}{
-		{"GET", "/apis/metrics.k8s.io/v1beta1/nodes", Attributes{Verb: "list", Resource: "nodes"}},
-		{"GET", "/apis/metrics.k8s.io/v1beta1/nodes/node-a", Attributes{Verb: "get", Resource: "nodes", Name: "node-a"}},
-		{"GET", "/apis/metrics.k8s.io/v1beta1/pods", Attributes{Verb: "list", Resource: "pods"}},
-		{"GET", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods", Attributes{Verb: "list", Resource: "pods", Namespace: "default"}},
-		{"GET", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/web", Attributes{Verb: "get", Resource: "pods", Namespace: "default", Name: "web"}},
-		{"GET", "/apis/metrics.k8s.io/v1beta1/nodes?watch=1", Attributes{Verb: "watch", Resource: "nodes"}},
+		{"GET", "/apis/metrics.k8s.io/v1beta1/nodes", authorizer.AttributesRecord{Verb: "list", Resource: "nodes"}},
+		{"GET", "/apis/metrics.k8s.io/v1beta1/nodes/node-a", authorizer.AttributesRecord{Verb: "get", Resource: "nodes", Name: "node-a"}},
+		{"GET", "/apis/metrics.k8s.io/v1beta1/pods", authorizer.AttributesRecord{Verb: "list", Resource: "pods"}},
+		{"GET", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods", authorizer.AttributesRecord{Verb: "list", Resource: "pods", Namespace: "default"}},
+		{"GET", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/web", authorizer.AttributesRecord{Verb: "get", Resource: "pods", Namespace: "default", Name: "web"}},
+		{"GET", "/apis/metrics.k8s.io/v1beta1/nodes?watch=1", authorizer.AttributesRecord{Verb: "watch", Resource: "nodes"}},
 	} {
 		rawDo(t, env, tc.method, tc.path, "", "", nil)
 		got := authz.last()
-		if got.User == nil || got.User.Name != "admin" || !got.ResourceRequest || got.APIGroup != "metrics.k8s.io" || got.APIVersion != "v1beta1" {
+		if got.User == nil || got.User.GetName() != "admin" || !got.ResourceRequest || got.APIGroup != "metrics.k8s.io" || got.APIVersion != "v1beta1" {
 			t.Errorf("%s: attributes = %+v", tc.path, got)
 		}
 		if got.Verb != tc.want.Verb || got.Resource != tc.want.Resource || got.Namespace != tc.want.Namespace || got.Name != tc.want.Name {
@@ -494,8 +495,10 @@ func TestMetricsAuthorization(t *testing.T) {
 		}
 	}
 	code, _, body := rawDo(t, env, "GET", "/apis/metrics.k8s.io/v1beta1/nodes/forbidden", "", "", nil)
-	if code != http.StatusForbidden {
-		t.Errorf("denied request: %d %s", code, body)
+	// upstream's wording: who cannot do what, where, and the reason
+	want := `nodes.metrics.k8s.io \"forbidden\" is forbidden: User \"admin\" cannot get resource \"nodes\" in API group \"metrics.k8s.io\" at the cluster scope: not this one`
+	if code != http.StatusForbidden || !strings.Contains(string(body), want) {
+		t.Errorf("denied request: %d %s\nwant the message %s", code, body, want)
 	}
 
 	// Unauthenticated requests never reach the source.
@@ -516,7 +519,7 @@ func TestMetricsAuthorization(t *testing.T) {
 }
 
 func TestMetricsProtobuf(t *testing.T) {
-	env := newMetricsEnv(t, testMetrics(), AllowAuthenticated{})
+	env := newMetricsEnv(t, testMetrics(), AllowAuthenticated)
 	// What kubectl top sends by default.
 	code, hdr, body := rawDo(t, env, "GET", "/apis/metrics.k8s.io/v1beta1/nodes", "", "application/vnd.kubernetes.protobuf, */*", nil)
 	if code != 200 || hdr.Get("Content-Type") != "application/vnd.kubernetes.protobuf" {
@@ -547,7 +550,7 @@ func TestKubectlTop(t *testing.T) {
 	if _, err := hosttools.Path("kubectl"); err != nil {
 		t.Fatal("kubectl (v1.32) is required: scripts/deps.sh checks for it")
 	}
-	env := newMetricsEnv(t, testMetrics(), AllowAuthenticated{})
+	env := newMetricsEnv(t, testMetrics(), AllowAuthenticated)
 	cs := env.clientset(t)
 	ctx := testCtx(t)
 	for _, m := range testMetrics().nodes {

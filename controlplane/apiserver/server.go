@@ -19,6 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/nodelet/nodelet/controlplane/registry"
 	"github.com/nodelet/nodelet/controlplane/storage"
@@ -34,8 +37,8 @@ type Config struct {
 	// Address to listen on, e.g. "127.0.0.1:6443". Ignored by Handler.
 	Address string
 	TLS     *tls.Config
-	Authn   Authenticator
-	Authz   Authorizer
+	Authn   authenticator.Request
+	Authz   authorizer.Authorizer
 	// ServiceCIDR is where Service cluster IPs come from (default 10.96.0.0/12).
 	ServiceCIDR  string
 	MaxBodyBytes int64
@@ -206,32 +209,37 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.servePublic(w, r)
 		return
 	}
-	user, err := s.cfg.Authn.Authenticate(r)
-	if err != nil {
+	resp, ok, err := s.cfg.Authn.AuthenticateRequest(r)
+	if err != nil || !ok {
 		// Like upstream, say only "Unauthorized"; the reason is for the log.
-		s.log.Debug("authentication failed", "remote", r.RemoteAddr, "err", err)
+		if err != nil {
+			s.log.Debug("authentication failed", "remote", r.RemoteAddr, "err", err)
+		}
 		writeError(w, apierrors.NewUnauthorized("Unauthorized"))
 		return
 	}
-	if user == nil {
-		writeError(w, apierrors.NewUnauthorized("Unauthorized"))
-		return
-	}
-	ctx := withUser(r.Context(), user)
+	ctx := genericrequest.WithUser(r.Context(), resp.User)
 	r = r.WithContext(ctx)
 	info, isResource := parseResourcePath(r.Method, path, r.URL.Query(), s.lookup)
-	attrs := Attributes{User: user, Path: path, Verb: strings.ToLower(r.Method)}
+	attrs := authorizer.AttributesRecord{User: resp.User, Path: path, Verb: strings.ToLower(r.Method)}
 	if isResource {
 		noteRequest(w, r, info)
-		attrs = Attributes{User: user, ResourceRequest: true, Verb: info.Verb, APIGroup: info.GV.Group,
+		attrs = authorizer.AttributesRecord{User: resp.User, ResourceRequest: true, Verb: info.Verb, APIGroup: info.GV.Group,
 			APIVersion: info.GV.Version, Resource: info.ResourceArg, Subresource: info.Subresource,
 			Namespace: info.Namespace, Name: info.Name, Path: path}
 	}
-	if ok, reason, err := s.cfg.Authz.Authorize(ctx, attrs); err != nil || !ok {
-		if reason == "" && err != nil {
-			reason = err.Error()
+	decision, reason, err := s.cfg.Authz.Authorize(ctx, &attrs)
+	if decision != authorizer.DecisionAllow {
+		if err != nil {
+			s.log.Error("authorization failed", "user", resp.User.GetName(), "path", path, "err", err)
+			writeError(w, apierrors.NewInternalError(err))
+			return
 		}
-		writeError(w, apierrors.NewForbidden(schema.GroupResource{Group: attrs.APIGroup, Resource: attrs.Resource}, attrs.Name, errors.New(reason)))
+		msg := forbiddenMessage(&attrs)
+		if reason != "" {
+			msg += ": " + reason
+		}
+		writeError(w, apierrors.NewForbidden(schema.GroupResource{Group: attrs.APIGroup, Resource: attrs.Resource}, attrs.Name, errors.New(msg)))
 		return
 	}
 	if isResource && s.isMetricsRequest(info) {

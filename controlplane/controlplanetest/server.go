@@ -65,8 +65,12 @@ func Start(tb testing.TB, opts Options) *Server {
 		level = slog.LevelWarn
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	authn, err := apiserver.NewAuthenticator("")
+	if err != nil {
+		tb.Fatal(err)
+	}
 	api, err := apiserver.New(apiserver.Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
-		Authn: apiserver.Authenticators{apiserver.CertAuthenticator{}}, Authz: apiserver.AllowAuthenticated{}, Log: log,
+		Authn: authn, Authz: apiserver.AllowAuthenticated, Log: log,
 		Metrics: opts.Metrics})
 	if err != nil {
 		tb.Fatal(err)
