@@ -67,6 +67,10 @@ var AllowAuthenticated authorizer.Authorizer = authorizer.AuthorizerFunc(
 		return authorizer.DecisionAllow, "", nil
 	})
 
+// errNoUser: a request reached a handler without an authenticated user,
+// which the authentication step makes impossible.
+var errNoUser = errors.New("no authenticated user in the request context")
+
 // forbiddenMessage is upstream's wording of a refusal
 // (k8s.io/apiserver/pkg/endpoints/handlers/responsewriters, unexported
 // there): who cannot do what, where.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -40,7 +41,7 @@ func newTestEnv(tb testing.TB, hub storage.HubOptions, wrap func(http.Handler) h
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err := New(Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
-		Authn: CertAuthenticator{}, Authz: AllowAuthenticated, Log: log})
+		Authn: testAuthn(), Authz: AllowAuthenticated, Log: log})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -87,4 +88,14 @@ func newClientset(tb testing.TB, cfg *rest.Config) *kubernetes.Clientset {
 		tb.Fatal(err)
 	}
 	return cs
+}
+
+// testAuthn is the control plane's authentication chain without a token
+// file: client certificates, every user in system:authenticated.
+func testAuthn() authenticator.Request {
+	a, err := NewAuthenticator("")
+	if err != nil {
+		panic(err)
+	}
+	return a
 }

@@ -29,7 +29,7 @@ func TestEnsureKubeDNSService(t *testing.T) {
 	ctx := context.Background()
 	withDNS := func() *Server {
 		s, err := New(Config{Store: env.store, Resources: registry.All(registry.DefaultOptions()),
-			Authn: CertAuthenticator{}, Authz: AllowAuthenticated, ClusterDNSIP: "10.96.0.10"})
+			Authn: testAuthn(), Authz: AllowAuthenticated, ClusterDNSIP: "10.96.0.10"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestEnsureKubeDNSServiceAddressTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := New(Config{Store: env.store, Resources: registry.All(registry.DefaultOptions()),
-		Authn: CertAuthenticator{}, Authz: AllowAuthenticated, ClusterDNSIP: "10.96.0.10"})
+		Authn: testAuthn(), Authz: AllowAuthenticated, ClusterDNSIP: "10.96.0.10"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,7 +162,7 @@ func newMetricsEnv(tb testing.TB, src MetricsSource, authz authorizer.Authorizer
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err := New(Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
-		Authn: CertAuthenticator{}, Authz: authz, Log: log, Metrics: src})
+		Authn: testAuthn(), Authz: authz, Log: log, Metrics: src})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -40,6 +40,9 @@ func (s *Server) serveOpenAPIV3(w http.ResponseWriter, r *http.Request, path str
 		paths := map[string]any{}
 		for _, n := range names {
 			res := resources[n]
+			if res.Review {
+				continue // create only: nothing to patch
+			}
 			item := "/" + gvPath(gv) + "/"
 			if res.Namespaced {
 				item += "namespaces/{namespace}/"

@@ -46,6 +46,8 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 	}
 	var err error
 	switch {
+	case res.Review:
+		err = s.serveReview(w, r, info)
 	case info.Subresource == "scale":
 		err = s.serveScale(w, r, info)
 	case info.Subresource == "binding":

@@ -56,6 +56,12 @@ type Resource struct {
 	// Stored's (either way), leaving in unchanged; required with Stored.
 	Convert func(in, out runtime.Object) error
 
+	// Review marks a resource that is never stored: a create is a question
+	// the API server answers in the response (SelfSubjectReview; later
+	// TokenReview and the access reviews). Its only verb is create and it
+	// has no hooks.
+	Review bool
+
 	// Subresources served besides the main resource, e.g. "status", "scale", "binding".
 	Subresources []string
 

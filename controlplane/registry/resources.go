@@ -49,9 +49,12 @@ func All(opts Options) []*Resource {
 		eventsV1Resource(events, v.Convert),
 		podDisruptionBudgetResource(),
 		priorityClassResource(),
+		selfSubjectReviewResource(),
 	}
 	for _, r := range resources {
-		useUpstream(r, v)
+		if !r.Review {
+			useUpstream(r, v)
+		}
 	}
 	return resources
 }

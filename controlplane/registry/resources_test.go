@@ -46,8 +46,18 @@ func TestAllResources(t *testing.T) {
 		{"poddisruptionbudgets", "policy/v1", "PodDisruptionBudget", true, []string{"pdb"}, []string{"status"}, true, false, true},
 		{"priorityclasses", "scheduling.k8s.io/v1", "PriorityClass", false, []string{"pc"}, nil, true, false, true},
 	}
-	if n := len(All(DefaultOptions())); n != len(tests) {
-		t.Errorf("All returned %d resources, want %d", n, len(tests))
+	stored := 0
+	for _, r := range All(DefaultOptions()) {
+		if !r.Review {
+			stored++
+		}
+	}
+	if stored != len(tests) {
+		t.Errorf("All returned %d stored resources, want %d", stored, len(tests))
+	}
+	review := resourceByVersion(t, "authentication.k8s.io/v1", "selfsubjectreviews")
+	if !review.Review || !reflect.DeepEqual(review.Verbs, []string{"create"}) || review.Namespaced || review.Validate != nil {
+		t.Errorf("selfsubjectreviews: review %v, verbs %v, namespaced %v", review.Review, review.Verbs, review.Namespaced)
 	}
 	for _, tt := range tests {
 		r := resourceByVersion(t, tt.gv, tt.name)

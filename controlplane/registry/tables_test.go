@@ -120,6 +120,9 @@ func TestPodStatusColumn(t *testing.T) {
 func TestRowsMatchColumns(t *testing.T) {
 	now := time.Now()
 	for _, r := range All(DefaultOptions()) {
+		if r.Review {
+			continue // never listed or got: nothing to print
+		}
 		if r.Row == nil {
 			t.Errorf("%s: no Row", r.Name)
 			continue

@@ -211,6 +211,12 @@ func TestKubeconfigCommand(t *testing.T) {
 		!strings.Contains(string(out), "namespace/default") {
 		t.Errorf("kubectl with the written kubeconfig: %v\n%s", err, out)
 	}
+	// kubectl auth whoami names the certificate's user and groups.
+	out, err := hosttools.Command("kubectl", "--kubeconfig", file, "auth", "whoami", "-o",
+		"jsonpath={.status.userInfo.username} {.status.userInfo.groups}").CombinedOutput()
+	if err != nil || string(out) != `carol ["system:masters","system:authenticated"]` {
+		t.Errorf("kubectl auth whoami: %v: %s", err, out)
+	}
 	kc, err = exec.Command(bin, "kubeconfig", "--data-dir", dir, "--user", "carol", "--server", "https://10.240.0.1:6443").Output()
 	if err != nil || !strings.Contains(string(kc), "server: https://10.240.0.1:6443") {
 		t.Errorf("kubeconfig --server: %v\n%s", err, kc)

@@ -1,0 +1,20 @@
+package registry
+
+import (
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// selfSubjectReviewResource serves authentication.k8s.io/v1
+// SelfSubjectReviews (kubectl auth whoami): the caller's own user, as the
+// API server authenticated it.
+func selfSubjectReviewResource() *Resource {
+	return &Resource{
+		GroupVersion: authenticationv1.SchemeGroupVersion,
+		Name:         "selfsubjectreviews",
+		Kind:         "SelfSubjectReview",
+		Verbs:        []string{"create"},
+		Review:       true,
+		New:          func() runtime.Object { return &authenticationv1.SelfSubjectReview{} },
+	}
+}
