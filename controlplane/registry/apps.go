@@ -26,9 +26,14 @@ func deploymentResource() *Resource {
 
 		PrepareForCreate: mutate(func(d *appsv1.Deployment) { d.Status = appsv1.DeploymentStatus{} }),
 		PrepareForUpdate: mutate2(func(d, old *appsv1.Deployment) { d.Status = *old.Status.DeepCopy() }),
+		// Upstream's status strategy keeps only spec and labels: the
+		// Deployment controller writes its revision annotation through
+		// the status subresource.
 		PrepareForStatusUpdate: mutate2(func(d, old *appsv1.Deployment) {
 			d.Spec = *old.Spec.DeepCopy()
+			annotations := d.Annotations
 			keepMetaForStatus(&d.ObjectMeta, &old.ObjectMeta)
+			d.Annotations = annotations
 		}),
 
 		SpecChanged: changed(func(d, old *appsv1.Deployment) bool { return !apiequality.Semantic.DeepEqual(d.Spec, old.Spec) }),

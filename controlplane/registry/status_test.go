@@ -103,6 +103,21 @@ func TestStatusSplit(t *testing.T) {
 	}
 }
 
+// TestDeploymentStatusUpdateKeepsAnnotations: as upstream's status
+// strategy, a Deployment's status update may change its annotations (the
+// Deployment controller records its revision so) but not its labels.
+func TestDeploymentStatusUpdateKeepsAnnotations(t *testing.T) {
+	r := resourceByName(t, "deployments")
+	old := newDeployment()
+	d := old.DeepCopy()
+	d.Annotations = map[string]string{"deployment.kubernetes.io/revision": "2"}
+	d.Labels = map[string]string{"sneaky": "yes"}
+	r.PrepareForStatusUpdate(d, old)
+	if d.Annotations["deployment.kubernetes.io/revision"] != "2" || d.Labels["sneaky"] != "" {
+		t.Errorf("status update: annotations %v labels %v", d.Annotations, d.Labels)
+	}
+}
+
 func equalPtr(a, b interface{}) bool {
 	pa, ok1 := a.(*int32)
 	pb, ok2 := b.(*int32)
