@@ -17,14 +17,12 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/nodelet/nodelet/controlplane/controllers/deployment"
 	"github.com/nodelet/nodelet/controlplane/controllers/endpoints"
 	"github.com/nodelet/nodelet/controlplane/controllers/garbagecollector"
 	"github.com/nodelet/nodelet/controlplane/controllers/namespace"
 	"github.com/nodelet/nodelet/controlplane/controllers/nodeipam"
 	"github.com/nodelet/nodelet/controlplane/controllers/nodelifecycle"
 	"github.com/nodelet/nodelet/controlplane/controllers/podgc"
-	"github.com/nodelet/nodelet/controlplane/controllers/replicaset"
 	"github.com/nodelet/nodelet/controlplane/controllers/upstream"
 	"github.com/nodelet/nodelet/controlplane/leader"
 	"github.com/nodelet/nodelet/controlplane/pki"
@@ -143,16 +141,6 @@ func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config,
 func buildControllers(cfg Config, cs kubernetes.Interface, meta metadata.Interface, factory informers.SharedInformerFactory, rec record.EventRecorder) (map[string]func(context.Context) error, error) {
 	log := cfg.Log
 	runs := map[string]func(context.Context) error{}
-	dep, err := deployment.New(deployment.Config{Client: cs, Informers: factory, Recorder: rec, Log: log})
-	if err != nil {
-		return nil, fmt.Errorf("deployment controller: %w", err)
-	}
-	runs["deployment"] = func(ctx context.Context) error { return dep.Run(ctx, 5) }
-	rs, err := replicaset.New(replicaset.Config{Client: cs, Informers: factory, Recorder: rec, Log: log})
-	if err != nil {
-		return nil, fmt.Errorf("replicaset controller: %w", err)
-	}
-	runs["replicaset"] = func(ctx context.Context) error { return rs.Run(ctx, 5) }
 	gc, err := garbagecollector.New(garbagecollector.Config{Metadata: meta, Discovery: cs.Discovery(), Recorder: rec, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("garbage collector: %w", err)

@@ -1,14 +1,14 @@
 // Package upstream runs kube-controller-manager's own controllers for the
-// workload kinds (k8s.io/kubernetes/pkg/controller/...): Jobs, CronJobs,
-// DaemonSets, ReplicationControllers, StatefulSets, PodDisruptionBudgets,
-// finished-Job TTLs, HorizontalPodAutoscalers (on the API server's own
-// metrics.k8s.io), namespaces' default ServiceAccounts and the
-// kube-root-ca.crt ConfigMaps. It only wires them as
-// cmd/kube-controller-manager does: a client of its own per controller
-// (named by its user agent), the shared informer factory, upstream's
-// default worker counts. Each controller makes its own event broadcaster
-// from its client and logs through klog, taking its logger from the
-// context.
+// workload kinds (k8s.io/kubernetes/pkg/controller/...): Deployments,
+// ReplicaSets, Jobs, CronJobs, DaemonSets, ReplicationControllers,
+// StatefulSets, PodDisruptionBudgets, finished-Job TTLs,
+// HorizontalPodAutoscalers (on the API server's own metrics.k8s.io),
+// namespaces' default ServiceAccounts and the kube-root-ca.crt ConfigMaps.
+// It only wires them as cmd/kube-controller-manager does: a client of its
+// own per controller (named by its user agent), the shared informer
+// factory, upstream's default worker counts. Each controller makes its own
+// event broadcaster from its client and logs through klog, taking its
+// logger from the context.
 //
 // Not run: the pod garbage collector (pkg/controller/podgc). It imports
 // pkg/kubelet/eviction for one helper (PodIsEvicted), and that package
@@ -37,10 +37,12 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller/cronjob"
 	"k8s.io/kubernetes/pkg/controller/daemon"
+	"k8s.io/kubernetes/pkg/controller/deployment"
 	"k8s.io/kubernetes/pkg/controller/disruption"
 	"k8s.io/kubernetes/pkg/controller/job"
 	"k8s.io/kubernetes/pkg/controller/podautoscaler"
 	"k8s.io/kubernetes/pkg/controller/podautoscaler/metrics"
+	"k8s.io/kubernetes/pkg/controller/replicaset"
 	"k8s.io/kubernetes/pkg/controller/replication"
 	"k8s.io/kubernetes/pkg/controller/statefulset"
 	"k8s.io/kubernetes/pkg/controller/ttlafterfinished"
@@ -51,6 +53,8 @@ import (
 
 // Upstream's defaults (pkg/controller/<name>/config/v1alpha1/defaults.go).
 const (
+	deploymentWorkers   = 5 // ConcurrentDeploymentSyncs
+	replicaSetWorkers   = 5 // ConcurrentRSSyncs
 	jobWorkers          = 5 // ConcurrentJobSyncs
 	cronJobWorkers      = 5 // ConcurrentCronJobSyncs
 	daemonSetWorkers    = 2 // ConcurrentDaemonSetSyncs
@@ -98,6 +102,8 @@ type builder func(ctx context.Context, cs kubernetes.Interface, cfg Config) (fun
 // builders names every controller by upstream's user agent for it.
 func builders() map[string]builder {
 	return map[string]builder{
+		"deployment-controller":         buildDeployment,
+		"replicaset-controller":         buildReplicaSet,
 		"job-controller":                buildJob,
 		"cronjob-controller":            buildCronJob,
 		"daemon-set-controller":         buildDaemonSet,
@@ -129,6 +135,23 @@ func Build(ctx context.Context, cfg Config) (map[string]func(context.Context), e
 		runs[name] = func(ctx context.Context) { run(klog.NewContext(ctx, klog.FromContext(cctx))) }
 	}
 	return runs, nil
+}
+
+func buildDeployment(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+	f := cfg.Informers
+	dc, err := deployment.NewDeploymentController(ctx, f.Apps().V1().Deployments(), f.Apps().V1().ReplicaSets(),
+		f.Core().V1().Pods(), cs)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) { dc.Run(ctx, deploymentWorkers) }, nil
+}
+
+func buildReplicaSet(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+	f := cfg.Informers
+	rsc := replicaset.NewReplicaSetController(ctx, f.Apps().V1().ReplicaSets(), f.Core().V1().Pods(), cs,
+		replicaset.BurstReplicas)
+	return func(ctx context.Context) { rsc.Run(ctx, replicaSetWorkers) }, nil
 }
 
 func buildJob(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
