@@ -218,20 +218,47 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apierrors.NewUnauthorized("Unauthorized"))
 		return
 	}
-	ctx := genericrequest.WithUser(r.Context(), resp.User)
-	r = r.WithContext(ctx)
+	r = r.WithContext(genericrequest.WithUser(r.Context(), resp.User))
+	// Impersonation headers (kubectl --as, --as-group) replace the user
+	// once the caller is authorized to impersonate (impersonation.go).
+	reqs, err := impersonationRequests(r.Header)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if len(reqs) > 0 {
+		u, err := impersonatedUser(r.Context(), s.cfg.Authz, resp.User, reqs)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		dropImpersonationHeaders(r.Header)
+		r = r.WithContext(genericrequest.WithUser(r.Context(), u))
+	}
+	s.serveAuthorized(w, r)
+}
+
+// serveAuthorized authorizes the request's (possibly impersonated) user
+// and serves it.
+func (s *Server) serveAuthorized(w http.ResponseWriter, r *http.Request) {
+	ctx, path := r.Context(), r.URL.Path
+	u, ok := genericrequest.UserFrom(ctx)
+	if !ok {
+		writeError(w, apierrors.NewInternalError(errNoUser))
+		return
+	}
 	info, isResource := parseResourcePath(r.Method, path, r.URL.Query(), s.lookup)
-	attrs := authorizer.AttributesRecord{User: resp.User, Path: path, Verb: strings.ToLower(r.Method)}
+	attrs := authorizer.AttributesRecord{User: u, Path: path, Verb: strings.ToLower(r.Method)}
 	if isResource {
 		noteRequest(w, r, info)
-		attrs = authorizer.AttributesRecord{User: resp.User, ResourceRequest: true, Verb: info.Verb, APIGroup: info.GV.Group,
+		attrs = authorizer.AttributesRecord{User: u, ResourceRequest: true, Verb: info.Verb, APIGroup: info.GV.Group,
 			APIVersion: info.GV.Version, Resource: info.ResourceArg, Subresource: info.Subresource,
 			Namespace: info.Namespace, Name: info.Name, Path: path}
 	}
 	decision, reason, err := s.cfg.Authz.Authorize(ctx, &attrs)
 	if decision != authorizer.DecisionAllow {
 		if err != nil {
-			s.log.Error("authorization failed", "user", resp.User.GetName(), "path", path, "err", err)
+			s.log.Error("authorization failed", "user", u.GetName(), "path", path, "err", err)
 			writeError(w, apierrors.NewInternalError(err))
 			return
 		}

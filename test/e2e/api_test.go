@@ -217,6 +217,13 @@ func TestKubeconfigCommand(t *testing.T) {
 	if err != nil || string(out) != `carol ["system:masters","system:authenticated"]` {
 		t.Errorf("kubectl auth whoami: %v: %s", err, out)
 	}
+	// --as and --as-group act as someone else (carol may impersonate: every
+	// authenticated user may do everything until RBAC).
+	out, err = hosttools.Command("kubectl", "--kubeconfig", file, "--as", "dave", "--as-group", "devs", "auth", "whoami", "-o",
+		"jsonpath={.status.userInfo.username} {.status.userInfo.groups}").CombinedOutput()
+	if err != nil || string(out) != `dave ["devs","system:authenticated"]` {
+		t.Errorf("kubectl --as dave --as-group devs auth whoami: %v: %s", err, out)
+	}
 	kc, err = exec.Command(bin, "kubeconfig", "--data-dir", dir, "--user", "carol", "--server", "https://10.240.0.1:6443").Output()
 	if err != nil || !strings.Contains(string(kc), "server: https://10.240.0.1:6443") {
 		t.Errorf("kubeconfig --server: %v\n%s", err, kc)
