@@ -10,13 +10,14 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// horizontalPodAutoscalerResource serves autoscaling/v2
-// HorizontalPodAutoscalers, the version upstream stores them in.
-func horizontalPodAutoscalerResource() *Resource {
+// hpaResource is what both served versions of HorizontalPodAutoscalers
+// share: names, verbs, the status split and the columns.
+func hpaResource(gv schema.GroupVersion, newObj, newList func() runtime.Object) *Resource {
 	return &Resource{
-		GroupVersion:    autoscalingv2.SchemeGroupVersion,
+		GroupVersion:    gv,
 		Name:            "horizontalpodautoscalers",
 		Kind:            "HorizontalPodAutoscaler",
 		ListKind:        "HorizontalPodAutoscalerList",
@@ -24,67 +25,62 @@ func horizontalPodAutoscalerResource() *Resource {
 		ShortNames:      []string{"hpa"},
 		Categories:      []string{"all"},
 		Verbs:           allVerbs(),
-		New:             func() runtime.Object { return &autoscalingv2.HorizontalPodAutoscaler{} },
-		NewList:         func() runtime.Object { return &autoscalingv2.HorizontalPodAutoscalerList{} },
+		New:             newObj,
+		NewList:         newList,
 		Subresources:    []string{"status"},
 		TrackGeneration: true,
-
-		PrepareForCreate: mutate(func(h *autoscalingv2.HorizontalPodAutoscaler) {
-			h.Status = autoscalingv2.HorizontalPodAutoscalerStatus{}
-		}),
-		PrepareForUpdate: mutate2(func(h, old *autoscalingv2.HorizontalPodAutoscaler) { h.Status = *old.Status.DeepCopy() }),
-		PrepareForStatusUpdate: mutate2(func(h, old *autoscalingv2.HorizontalPodAutoscaler) {
-			h.Spec = *old.Spec.DeepCopy()
-			keepMetaForStatus(&h.ObjectMeta, &old.ObjectMeta)
-		}),
-		SpecChanged: changed(func(h, old *autoscalingv2.HorizontalPodAutoscaler) bool {
-			return !apiequality.Semantic.DeepEqual(h.Spec, old.Spec)
-		}),
-		Columns: horizontalPodAutoscalerColumns(),
-		Row:     row(horizontalPodAutoscalerRow),
+		Columns:         horizontalPodAutoscalerColumns(),
 	}
+}
+
+// horizontalPodAutoscalerResource serves autoscaling/v2
+// HorizontalPodAutoscalers, the version upstream stores them in.
+func horizontalPodAutoscalerResource() *Resource {
+	r := hpaResource(autoscalingv2.SchemeGroupVersion,
+		func() runtime.Object { return &autoscalingv2.HorizontalPodAutoscaler{} },
+		func() runtime.Object { return &autoscalingv2.HorizontalPodAutoscalerList{} })
+	r.PrepareForCreate = mutate(func(h *autoscalingv2.HorizontalPodAutoscaler) {
+		h.Status = autoscalingv2.HorizontalPodAutoscalerStatus{}
+	})
+	r.PrepareForUpdate = mutate2(func(h, old *autoscalingv2.HorizontalPodAutoscaler) { h.Status = *old.Status.DeepCopy() })
+	r.PrepareForStatusUpdate = mutate2(func(h, old *autoscalingv2.HorizontalPodAutoscaler) {
+		h.Spec = *old.Spec.DeepCopy()
+		keepMetaForStatus(&h.ObjectMeta, &old.ObjectMeta)
+	})
+	r.SpecChanged = changed(func(h, old *autoscalingv2.HorizontalPodAutoscaler) bool {
+		return !apiequality.Semantic.DeepEqual(h.Spec, old.Spec)
+	})
+	r.Row = row(horizontalPodAutoscalerRow)
+	return r
 }
 
 // horizontalPodAutoscalerV1Resource serves autoscaling/v1, stored as
 // stored's (v2) objects; the metrics v1 cannot express travel in the
 // annotations upstream's conversion uses.
 func horizontalPodAutoscalerV1Resource(stored *Resource, convert func(in, out runtime.Object) error) *Resource {
-	return &Resource{
-		GroupVersion:    autoscalingv1.SchemeGroupVersion,
-		Name:            "horizontalpodautoscalers",
-		Kind:            "HorizontalPodAutoscaler",
-		ListKind:        "HorizontalPodAutoscalerList",
-		Namespaced:      true,
-		ShortNames:      []string{"hpa"},
-		Categories:      []string{"all"},
-		Verbs:           allVerbs(),
-		New:             func() runtime.Object { return &autoscalingv1.HorizontalPodAutoscaler{} },
-		NewList:         func() runtime.Object { return &autoscalingv1.HorizontalPodAutoscalerList{} },
-		Subresources:    []string{"status"},
-		TrackGeneration: true,
-		Stored:          stored,
-		Convert:         convert,
-
-		PrepareForCreate: mutate(func(h *autoscalingv1.HorizontalPodAutoscaler) {
-			h.Status = autoscalingv1.HorizontalPodAutoscalerStatus{}
-		}),
-		PrepareForUpdate: mutate2(func(h, old *autoscalingv1.HorizontalPodAutoscaler) { h.Status = *old.Status.DeepCopy() }),
-		PrepareForStatusUpdate: mutate2(func(h, old *autoscalingv1.HorizontalPodAutoscaler) {
-			h.Spec = *old.Spec.DeepCopy()
-			keepMetaForStatus(&h.ObjectMeta, &old.ObjectMeta)
-		}),
-		SpecChanged: changed(func(h, old *autoscalingv1.HorizontalPodAutoscaler) bool {
-			return !apiequality.Semantic.DeepEqual(h.Spec, old.Spec)
-		}),
-		Columns: horizontalPodAutoscalerColumns(),
-		Row: func(obj runtime.Object, now time.Time) []interface{} {
-			v2 := &autoscalingv2.HorizontalPodAutoscaler{}
-			if err := convert(obj, v2); err != nil {
-				return failedRow(len(horizontalPodAutoscalerColumns()), err)
-			}
-			return horizontalPodAutoscalerRow(v2, now)
-		},
+	r := hpaResource(autoscalingv1.SchemeGroupVersion,
+		func() runtime.Object { return &autoscalingv1.HorizontalPodAutoscaler{} },
+		func() runtime.Object { return &autoscalingv1.HorizontalPodAutoscalerList{} })
+	r.Stored, r.Convert = stored, convert
+	r.PrepareForCreate = mutate(func(h *autoscalingv1.HorizontalPodAutoscaler) {
+		h.Status = autoscalingv1.HorizontalPodAutoscalerStatus{}
+	})
+	r.PrepareForUpdate = mutate2(func(h, old *autoscalingv1.HorizontalPodAutoscaler) { h.Status = *old.Status.DeepCopy() })
+	r.PrepareForStatusUpdate = mutate2(func(h, old *autoscalingv1.HorizontalPodAutoscaler) {
+		h.Spec = *old.Spec.DeepCopy()
+		keepMetaForStatus(&h.ObjectMeta, &old.ObjectMeta)
+	})
+	r.SpecChanged = changed(func(h, old *autoscalingv1.HorizontalPodAutoscaler) bool {
+		return !apiequality.Semantic.DeepEqual(h.Spec, old.Spec)
+	})
+	r.Row = func(obj runtime.Object, now time.Time) []interface{} {
+		v2 := &autoscalingv2.HorizontalPodAutoscaler{}
+		if err := convert(obj, v2); err != nil {
+			return failedRow(len(r.Columns), err)
+		}
+		return horizontalPodAutoscalerRow(v2, now)
 	}
+	return r
 }
 
 // failedRow is the row of an object that could not be converted for
