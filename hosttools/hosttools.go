@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -32,7 +33,7 @@ var ErrNotListed = errors.New("hosttools: not in hosttools/tools.list")
 type Tool struct {
 	Name    string   // looked up on PATH, or an absolute path
 	Package string   // the Debian package, or "-" when the machine provides it
-	Targets []string // the make targets that need it: up, test, deb, vm-lab
+	Targets []string // the make targets that need it: up, test, deb, vm-lab, bench-upstream
 }
 
 // List returns the tools of tools.list in its order.
@@ -97,6 +98,9 @@ func statFile(path string) error {
 }
 
 func (t Tool) installHint() string {
+	if t.Package == "-" && slices.Equal(t.Targets, []string{"bench-upstream"}) {
+		return "upstream Kubernetes; scripts/bench-upstream.sh builds it and puts it on PATH"
+	}
 	if t.Package == "-" {
 		return "it comes with the machine; see hosttools/tools.list"
 	}

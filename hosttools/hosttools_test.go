@@ -15,7 +15,7 @@ import (
 	"testing"
 )
 
-var targets = []string{"up", "test", "deb", "vm-lab"}
+var targets = []string{"up", "test", "deb", "vm-lab", "bench-upstream"}
 
 func TestListParses(t *testing.T) {
 	tools, err := parse(listText)

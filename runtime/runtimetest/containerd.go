@@ -28,8 +28,7 @@ import (
 // configTemplate is a minimal containerd configuration: no CRI plugin, a
 // private socket, the opt directory inside the root.
 const configTemplate = `version = 2
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
-oom_score = 0
+%soom_score = 0
 
 [grpc]
   address = %q
@@ -56,6 +55,26 @@ oom_score = 0
 // and state directories; leftover mounts fail the test.
 func StartContainerd(t testing.TB) string {
 	t.Helper()
+	return StartContainerdWith(t, Options{})
+}
+
+// Options change the containerd that StartContainerdWith starts.
+type Options struct {
+	// NetNS is the path of a network namespace (/run/netns/NAME) to run
+	// containerd in, through nsenter: the CRI plugin calls CNI in its own
+	// namespace. Empty: the test's namespace.
+	NetNS string
+	// CRI enables the CRI plugin with this TOML (the
+	// [plugins."io.containerd.grpc.v1.cri"] table and its subtables).
+	// Empty: the plugin is disabled.
+	CRI string
+}
+
+// StartContainerdWith is StartContainerd with opts; the cleanup is the same.
+// With the CRI plugin, tear the pod sandboxes down through CRI before the
+// cleanup runs: it deletes containers but knows nothing of their networks.
+func StartContainerdWith(t testing.TB, opts Options) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("runtimetest: a real containerd needs root (run the tests as root)")
 	}
@@ -77,7 +96,11 @@ func StartContainerd(t testing.TB) string {
 	root, state := filepath.Join(dir, "root"), filepath.Join(dir, "state")
 	sock := filepath.Join(sockDir, "c.sock")
 	cfg := filepath.Join(dir, "config.toml")
-	conf := fmt.Sprintf(configTemplate, sock, sock+".ttrpc", filepath.Join(root, "opt"))
+	disabled := "disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n"
+	if opts.CRI != "" {
+		disabled = ""
+	}
+	conf := fmt.Sprintf(configTemplate, disabled, sock, sock+".ttrpc", filepath.Join(root, "opt")) + opts.CRI
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatalf("runtimetest: write config: %v", err)
 	}
@@ -87,6 +110,9 @@ func StartContainerd(t testing.TB) string {
 		t.Fatalf("runtimetest: log file: %v", err)
 	}
 	cmd := exec.Command(bin, "--root", root, "--state", state, "--address", sock, "--config", cfg)
+	if opts.NetNS != "" {
+		cmd = hosttools.Command("nsenter", "--net="+opts.NetNS, bin, "--root", root, "--state", state, "--address", sock, "--config", cfg)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// No Pdeathsig: it fires when the OS thread that started containerd
 	// exits, and Go ends threads that a goroutine locked and left (as

@@ -1,0 +1,49 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// The workload benchmarks of workloads_bench_test.go against upstream
+// Kubernetes (upstream_cluster_test.go): the same scenarios, manifests and
+// clocks, with etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler v1.37.2 and a kubelet v1.34.4 on containerd's CRI plugin
+// in place of our control plane and nodelet. Skipped unless run through
+// scripts/bench-upstream.sh.
+
+// BenchmarkUpstreamJob is BenchmarkWorkloadsJob against upstream.
+func BenchmarkUpstreamJob(b *testing.B) {
+	c := upstreamWorkloadCluster(b, "upstream-job-bench")
+	for i := 0; i < b.N; i++ {
+		reportRuns(b, "job100-complete-s", runScenario(b, func(run int) time.Duration {
+			return benchJobComplete(b, c, fmt.Sprintf("job-%d-%d", i, run))
+		}))
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkUpstreamStatefulSet is BenchmarkWorkloadsStatefulSet against
+// upstream.
+func BenchmarkUpstreamStatefulSet(b *testing.B) {
+	c := upstreamWorkloadCluster(b, "upstream-sts-bench")
+	for i := 0; i < b.N; i++ {
+		reportRuns(b, "sts10-ready-s", runScenario(b, func(run int) time.Duration {
+			return benchStatefulSetReady(b, c, fmt.Sprintf("sts-%d-%d", i, run))
+		}))
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// upstreamWorkloadCluster starts upstream's control plane and one node.
+// Between runs it waits until the node runs no container any more (the
+// kubelet removes exited containers only at its container GC, so that is
+// as idle as an upstream node gets right after a delete).
+func upstreamWorkloadCluster(b *testing.B, nodeName string) workloadCluster {
+	u := startUpstreamControlPlane(b)
+	n := startUpstreamNode(b, u, nodeName)
+	return workloadCluster{kubectl: u.controlPlane, cs: u.clientset(), drained: func(b testing.TB) {
+		waitUntil(b, 2*time.Minute, "no running container on the upstream node", func() bool { return n.runningTasks(b) == 0 })
+	}}
+}

@@ -1,0 +1,331 @@
+package e2e
+
+// Workload benchmarks (issue 20): how long upstream's Job, StatefulSet and
+// DaemonSet controllers, running in our control plane with our scheduler,
+// take to drive real nodes. The scenarios are written against
+// workloadCluster so that upstream_workloads_bench_test.go runs the very
+// same ones against upstream's control plane and kubelet.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodelet/nodelet/hosttools"
+)
+
+const (
+	workloadRuns        = 3 // runs of each scenario per benchmark iteration
+	workloadJobPods     = 100
+	workloadJobParallel = 10
+	workloadSTSReplicas = 10
+	workloadTimeout     = 10 * time.Minute // for one run of a scenario
+	workloadLabel       = "bench=workloads"
+)
+
+// workloadCluster is what the scenarios need of a cluster: kubectl and
+// client-go against its API server, and a wait until the nodes hold
+// nothing more of deleted pods (so that one run does not slow the next).
+type workloadCluster struct {
+	kubectl *controlPlane // kubectl with the cluster's admin kubeconfig
+	cs      kubernetes.Interface
+	drained func(b testing.TB)
+}
+
+// workloadJob is a Job of 100 completions, 10 at a time, of busybox true.
+func workloadJob(name string) string {
+	return fmt.Sprintf(`apiVersion: batch/v1
+kind: Job
+metadata: {name: %s, labels: {bench: workloads}}
+spec:
+  completions: %d
+  parallelism: %d
+  template:
+    metadata: {labels: {bench: workloads}}
+    spec:
+      restartPolicy: Never
+      terminationGracePeriodSeconds: 5
+      containers:
+      - {name: run, image: "docker.io/library/busybox:1.36", command: ["true"]}
+`, name, workloadJobPods, workloadJobParallel)
+}
+
+// sleeper is a busybox container that sleeps and exits at once on SIGTERM
+// (a plain `sleep` as PID 1 ignores it and would be killed only at the end
+// of the grace period, which would measure grace periods).
+const sleeper = `{name: box, image: "docker.io/library/busybox:1.36", command: [sh, -c, 'trap "exit 0" TERM; sleep 3600 & wait']}`
+
+// workloadStatefulSet has 10 replicas, OrderedReady (the default), no probes.
+func workloadStatefulSet(name string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: %[1]s, labels: {bench: workloads}}
+spec:
+  replicas: %[2]d
+  serviceName: %[1]s
+  selector: {matchLabels: {app: %[1]s}}
+  template:
+    metadata: {labels: {app: %[1]s, bench: workloads}}
+    spec:
+      terminationGracePeriodSeconds: 5
+      containers:
+      - %[3]s
+`, name, workloadSTSReplicas, sleeper)
+}
+
+// workloadDaemonSet runs one sleeper on every node.
+const workloadDaemonSet = `apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: rolling, labels: {bench: workloads}}
+spec:
+  selector: {matchLabels: {app: rolling}}
+  template:
+    metadata: {labels: {app: rolling, bench: workloads}}
+    spec:
+      terminationGracePeriodSeconds: 5
+      containers:
+      - ` + sleeper + `
+`
+
+// BenchmarkWorkloadsJob: a Job of 100 completions with parallelism 10
+// (busybox true), from `kubectl create` to the Complete condition seen by a
+// watch, on one real node (the harness of BenchmarkPodStartup; the
+// scheduler places the pods). Runs 3 times per iteration and reports the
+// median, min and max. Run with -benchtime 1x.
+func BenchmarkWorkloadsJob(b *testing.B) {
+	c := ourWorkloadCluster(b, "node-job-bench")
+	for i := 0; i < b.N; i++ {
+		reportRuns(b, "job100-complete-s", runScenario(b, func(run int) time.Duration {
+			return benchJobComplete(b, c, fmt.Sprintf("job-%d-%d", i, run))
+		}))
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkWorkloadsStatefulSet: a StatefulSet of 10 replicas (OrderedReady,
+// busybox sleeping, no probes), from `kubectl create` to all 10 pods seen
+// Ready by a watch, on one real node. Runs 3 times per iteration and
+// reports the median, min and max. Run with -benchtime 1x.
+func BenchmarkWorkloadsStatefulSet(b *testing.B) {
+	c := ourWorkloadCluster(b, "node-sts-bench")
+	for i := 0; i < b.N; i++ {
+		reportRuns(b, "sts10-ready-s", runScenario(b, func(run int) time.Duration {
+			return benchStatefulSetReady(b, c, fmt.Sprintf("sts-%d-%d", i, run))
+		}))
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkWorkloadsDaemonSetRollout: a DaemonSet on the 3-node lab (the
+// network-namespace lab of the multi-node tests), rolled 3 times by
+// `kubectl set env`; each roll is timed from the start of `kubectl set
+// env` to the return of `kubectl rollout status` (default RollingUpdate,
+// maxUnavailable 1). Reports the median, min and max. Run with -benchtime 1x.
+func BenchmarkWorkloadsDaemonSetRollout(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		e := startLab(b, 3)
+		c := workloadCluster{kubectl: e.cp, cs: e.cp.clientset(), drained: func(testing.TB) {}}
+		reportRuns(b, "ds3-rollout-s", benchDaemonSetRollouts(b, c, 3))
+		e.down()
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// ourWorkloadCluster starts our control plane and one real node.
+func ourWorkloadCluster(b *testing.B, nodeName string) workloadCluster {
+	cp := startControlPlane(b, b.TempDir(), freePort(b))
+	node := startRealNode(b, cp, nodeName)
+	waitUntil(b, 60*time.Second, "node Ready", func() bool {
+		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		return out == "True"
+	})
+	return workloadCluster{kubectl: cp, cs: cp.clientset(), drained: func(b testing.TB) { waitNoLeftovers(b, node) }}
+}
+
+// runScenario runs one scenario workloadRuns times.
+func runScenario(b *testing.B, run func(int) time.Duration) []time.Duration {
+	var d []time.Duration
+	for r := range workloadRuns {
+		d = append(d, run(r))
+	}
+	return d
+}
+
+// reportRuns reports the median, min and max of runs (in seconds) and logs
+// each run.
+func reportRuns(b *testing.B, unit string, runs []time.Duration) {
+	b.Helper()
+	var s []string
+	for _, d := range runs {
+		s = append(s, fmt.Sprintf("%.2f", d.Seconds()))
+	}
+	b.Logf("%s, each run: %s", unit, strings.Join(s, " "))
+	sorted := slices.Clone(runs)
+	slices.Sort(sorted)
+	b.ReportMetric(sorted[len(sorted)/2].Seconds(), strings.Replace(unit, "-s", "-med-s", 1))
+	b.ReportMetric(sorted[0].Seconds(), strings.Replace(unit, "-s", "-min-s", 1))
+	b.ReportMetric(sorted[len(sorted)-1].Seconds(), strings.Replace(unit, "-s", "-max-s", 1))
+}
+
+// benchJobComplete creates the Job and returns the time until a watch sees
+// it Complete; then checks its 100 successes, deletes it and waits until
+// its pods are gone.
+func benchJobComplete(b testing.TB, c workloadCluster, name string) time.Duration {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), workloadTimeout)
+	defer cancel()
+	w, err := c.cs.BatchV1().Jobs("default").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		b.Fatalf("watch job %s: %v", name, err)
+	}
+	defer w.Stop()
+	start := time.Now()
+	c.kubectl.mustStdin(workloadJob(name), "create", "-f", "-")
+	job := waitEvent(b, w, "job "+name+" Complete", func(obj any) bool {
+		j, ok := obj.(*batchv1.Job)
+		return ok && jobCondition(j, batchv1.JobComplete)
+	}).(*batchv1.Job)
+	took := time.Since(start)
+	if job.Status.Succeeded != workloadJobPods || job.Status.Failed != 0 {
+		b.Fatalf("job %s: %d succeeded, %d failed; want %d and 0", name, job.Status.Succeeded, job.Status.Failed, workloadJobPods)
+	}
+	b.Logf("job %s: Complete after %.2fs", name, took.Seconds())
+	deleteWorkload(b, c, "job/"+name)
+	return took
+}
+
+func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// benchStatefulSetReady creates the StatefulSet and returns the time until
+// a watch on its pods has seen all 10 Ready at once; then deletes it.
+func benchStatefulSetReady(b testing.TB, c workloadCluster, name string) time.Duration {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), workloadTimeout)
+	defer cancel()
+	w, err := c.cs.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+	if err != nil {
+		b.Fatalf("watch pods of %s: %v", name, err)
+	}
+	defer w.Stop()
+	start := time.Now()
+	c.kubectl.mustStdin(workloadStatefulSet(name), "create", "-f", "-")
+	ready := map[string]bool{}
+	waitEvent(b, w, fmt.Sprintf("%d pods of %s Ready", workloadSTSReplicas, name), func(obj any) bool {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return false
+		}
+		ready[p.Name] = p.DeletionTimestamp == nil && isReady(*p)
+		n := 0
+		for _, r := range ready {
+			if r {
+				n++
+			}
+		}
+		return n == workloadSTSReplicas
+	})
+	took := time.Since(start)
+	b.Logf("statefulset %s: %d pods Ready after %.2fs", name, workloadSTSReplicas, took.Seconds())
+	deleteWorkload(b, c, "statefulset/"+name)
+	return took
+}
+
+// benchDaemonSetRollouts creates the DaemonSet, waits for its first
+// rollout, then times rolls rolls of it; finally deletes it.
+func benchDaemonSetRollouts(b testing.TB, c workloadCluster, rolls int) []time.Duration {
+	b.Helper()
+	c.kubectl.mustStdin(workloadDaemonSet, "create", "-f", "-")
+	if out, err := kubectlFor(c.kubectl, workloadTimeout, "rollout", "status", "daemonset/rolling", "--timeout=600s"); err != nil {
+		b.Fatalf("first rollout of daemonset/rolling: %v\n%s", err, out)
+	}
+	nodes, err := c.cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var runs []time.Duration
+	for r := range rolls {
+		start := time.Now()
+		c.kubectl.must("set", "env", "daemonset/rolling", fmt.Sprintf("ROLL=%d", r+1))
+		if out, err := kubectlFor(c.kubectl, workloadTimeout, "rollout", "status", "daemonset/rolling", "--timeout=600s"); err != nil {
+			b.Fatalf("rollout %d of daemonset/rolling: %v\n%s", r+1, err, out)
+		}
+		took := time.Since(start)
+		pods, err := c.cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: "app=rolling"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rolled := 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && isReady(p) && slices.Contains(p.Spec.Containers[0].Env, corev1.EnvVar{Name: "ROLL", Value: fmt.Sprint(r + 1)}) {
+				rolled++
+			}
+		}
+		if rolled != len(nodes.Items) {
+			b.Fatalf("rollout %d: %d Ready pods with ROLL=%d, want one on each of the %d nodes", r+1, rolled, r+1, len(nodes.Items))
+		}
+		b.Logf("daemonset rollout %d over %d nodes: %.2fs", r+1, len(nodes.Items), took.Seconds())
+		runs = append(runs, took)
+	}
+	deleteWorkload(b, c, "daemonset/rolling")
+	return runs
+}
+
+// waitEvent reads w until done holds for an event's object and returns
+// that object; it fails when the watch ends first.
+func waitEvent(b testing.TB, w watch.Interface, what string, done func(any) bool) any {
+	b.Helper()
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Error {
+			b.Fatalf("%s: watch error: %v", what, ev.Object)
+		}
+		if done(ev.Object) {
+			return ev.Object
+		}
+	}
+	b.Fatalf("%s: the watch ended first (timeout %s)", what, workloadTimeout)
+	return nil
+}
+
+// deleteWorkload deletes obj and waits until no pod of the benchmark is
+// left in the API and the nodes have let go of them.
+func deleteWorkload(b testing.TB, c workloadCluster, obj string) {
+	b.Helper()
+	c.kubectl.must("delete", obj, "--wait=false")
+	waitUntil(b, 5*time.Minute, obj+": pods gone", func() bool {
+		list, err := c.cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: workloadLabel})
+		return err == nil && len(list.Items) == 0
+	})
+	c.drained(b)
+}
+
+// kubectlFor runs kubectl with a timeout of its own (cp.kubectl stops at
+// 60 s) and returns its combined output.
+func kubectlFor(cp *controlPlane, timeout time.Duration, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := hosttools.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", cp.kubeconfig}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Env = append(os.Environ(), "KUBECACHEDIR="+filepath.Join(cp.dataDir, "kubectl-cache"))
+	err := cmd.Run()
+	return out.String(), err
+}
