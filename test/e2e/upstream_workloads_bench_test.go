@@ -36,6 +36,23 @@ func BenchmarkUpstreamStatefulSet(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
+// BenchmarkUpstreamDaemonSetRollout is BenchmarkWorkloadsDaemonSetRollout
+// against upstream with three nodes: three kubelets, each with its own
+// containerd in a network namespace of its own, on one control plane. The
+// nodes are not connected to each other as the lab's are; a DaemonSet
+// rollout does not use pod-to-pod traffic.
+func BenchmarkUpstreamDaemonSetRollout(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		u := startUpstreamControlPlane(b)
+		for j := range 3 {
+			startUpstreamNode(b, u, fmt.Sprintf("node%d", j+1))
+		}
+		c := workloadCluster{kubectl: u.controlPlane, cs: u.clientset(), drained: func(testing.TB) {}}
+		reportRuns(b, "ds3-rollout-s", benchDaemonSetRollouts(b, c, 3))
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
 // upstreamWorkloadCluster starts upstream's control plane and one node.
 // Between runs it waits until the node runs no container any more (the
 // kubelet removes exited containers only at its container GC, so that is
