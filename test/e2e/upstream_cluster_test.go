@@ -379,6 +379,7 @@ func startUpstreamNode(b testing.TB, u *upstreamControlPlane, name string) *upst
 	subnet := nodeSubnet(b)
 	n := &upstreamNode{name: name, netns: "nlup-" + suffix, ip: subnet + ".1", dir: b.TempDir(), cgroupRoot: "/nodelet-up-" + suffix}
 	b.Cleanup(func() { removeCgroupTree(b, n.cgroupRoot) })
+	makeCgroupRoot(b, n.cgroupRoot)
 	netnsBefore := hostNetns()
 	b.Cleanup(func() { checkHostNetns(b, netnsBefore) })
 	node := &realNode{t: b, netns: n.netns, ip: n.ip, hostIP: subnet + ".254"}
@@ -412,6 +413,26 @@ func startUpstreamNode(b testing.TB, u *upstreamControlPlane, name string) *upst
 		return out == "True"
 	})
 	return n
+}
+
+// makeCgroupRoot creates root in every cgroup hierarchy: the kubelet
+// refuses a cgroupRoot that does not exist. A v1 cpuset gets its parent's
+// CPUs and memory nodes (a new cpuset has none).
+func makeCgroupRoot(b testing.TB, root string) {
+	b.Helper()
+	for _, h := range cgroupHierarchies(b) {
+		p := filepath.Join(h, root)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			b.Fatalf("cgroup %s: %v", p, err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if v, err := os.ReadFile(filepath.Join(h, f)); err == nil {
+				if err := os.WriteFile(filepath.Join(p, f), v, 0o644); err != nil {
+					b.Fatalf("cgroup %s: %v", filepath.Join(p, f), err)
+				}
+			}
+		}
+	}
 }
 
 func writeFile(b testing.TB, path, data string) {
@@ -519,8 +540,10 @@ func checkHostNetns(b testing.TB, before map[string]bool) {
 	}
 }
 
-// unmountUnder unmounts what is mounted below dir (deepest first) and
-// fails the test when there was anything.
+// unmountUnder unmounts what is mounted at or below dir (deepest first)
+// and fails the test on anything below dir. dir itself is the kubelet's
+// root directory, which the kubelet bind-mounts onto itself (shared
+// propagation) and leaves mounted when it exits.
 func unmountUnder(b testing.TB, dir string) {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
@@ -535,7 +558,9 @@ func unmountUnder(b testing.TB, dir string) {
 		}
 	}
 	for i := len(mounts) - 1; i >= 0; i-- {
-		b.Errorf("mount left under %s: %s; unmounting it", dir, mounts[i])
+		if mounts[i] != dir {
+			b.Errorf("mount left under %s: %s; unmounting it", dir, mounts[i])
+		}
 		if err := syscall.Unmount(mounts[i], syscall.MNT_DETACH); err != nil {
 			b.Errorf("unmount %s: %v", mounts[i], err)
 		}
