@@ -234,6 +234,17 @@ func benchStatefulSetReady(b testing.TB, c workloadCluster, name string) time.Du
 		if !ok {
 			return false
 		}
+		if _, seen := ready[p.Name]; !seen {
+			// OrderedReady: pod k appears only once pods 0..k-1 are Ready
+			// (the watch delivers events in the order they were written).
+			var k int
+			fmt.Sscanf(strings.TrimPrefix(p.Name, name+"-"), "%d", &k)
+			for j := range k {
+				if !ready[fmt.Sprintf("%s-%d", name, j)] {
+					b.Fatalf("statefulset %s: %s created before %s-%d was Ready", name, p.Name, name, j)
+				}
+			}
+		}
 		ready[p.Name] = p.DeletionTimestamp == nil && isReady(*p)
 		n := 0
 		for _, r := range ready {
