@@ -29,9 +29,7 @@ func BenchmarkUpstreamJob(b *testing.B) {
 func BenchmarkUpstreamStatefulSet(b *testing.B) {
 	c := upstreamWorkloadCluster(b, "upstream-sts-bench")
 	for i := 0; i < b.N; i++ {
-		reportRuns(b, "sts10-ready-s", runScenario(b, func(run int) time.Duration {
-			return benchStatefulSetReady(b, c, fmt.Sprintf("sts-%d-%d", i, run))
-		}))
+		benchStatefulSet(b, c, i)
 	}
 	b.ReportMetric(0, "ns/op")
 }

@@ -134,13 +134,12 @@ func BenchmarkWorkloadsJob(b *testing.B) {
 // BenchmarkWorkloadsStatefulSet: a StatefulSet of 10 replicas (OrderedReady,
 // busybox sleeping, no probes), from `kubectl create` to all 10 pods seen
 // Ready by a watch, on one real node. Runs 3 times per iteration and
-// reports the median, min and max. Run with -benchtime 1x.
+// reports the median, min and max, and the same of the two parts each pod
+// adds (see stsRun). Run with -benchtime 1x.
 func BenchmarkWorkloadsStatefulSet(b *testing.B) {
 	c := ourWorkloadCluster(b, "node-sts-bench")
 	for i := 0; i < b.N; i++ {
-		reportRuns(b, "sts10-ready-s", runScenario(b, func(run int) time.Duration {
-			return benchStatefulSetReady(b, c, fmt.Sprintf("sts-%d-%d", i, run))
-		}))
+		benchStatefulSet(b, c, i)
 	}
 	b.ReportMetric(0, "ns/op")
 }
@@ -186,14 +185,15 @@ func reportRuns(b *testing.B, unit string, runs []time.Duration) {
 	b.Helper()
 	var s []string
 	for _, d := range runs {
-		s = append(s, fmt.Sprintf("%.2f", d.Seconds()))
+		s = append(s, fmt.Sprintf("%.3f", d.Seconds()))
 	}
 	b.Logf("%s, each run: %s", unit, strings.Join(s, " "))
 	sorted := slices.Clone(runs)
 	slices.Sort(sorted)
-	b.ReportMetric(sorted[len(sorted)/2].Seconds(), strings.Replace(unit, "-s", "-med-s", 1))
-	b.ReportMetric(sorted[0].Seconds(), strings.Replace(unit, "-s", "-min-s", 1))
-	b.ReportMetric(sorted[len(sorted)-1].Seconds(), strings.Replace(unit, "-s", "-max-s", 1))
+	base := strings.TrimSuffix(unit, "-s")
+	b.ReportMetric(sorted[len(sorted)/2].Seconds(), base+"-med-s")
+	b.ReportMetric(sorted[0].Seconds(), base+"-min-s")
+	b.ReportMetric(sorted[len(sorted)-1].Seconds(), base+"-max-s")
 }
 
 // benchJobComplete creates the Job and returns the time until a watch sees
@@ -232,9 +232,29 @@ func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
 	return false
 }
 
+// stsRun is one run of the StatefulSet scenario: the total, and the
+// medians over its pods of the two parts each pod adds in OrderedReady
+// order, from the watch's clock: podReady from the pod's first sighting
+// to its Ready (scheduler and node), nextPod from pod k-1's Ready to pod
+// k's first sighting (the StatefulSet controller, through the API).
+type stsRun struct{ total, podReady, nextPod time.Duration }
+
+// benchStatefulSet runs the StatefulSet scenario workloadRuns times and
+// reports the total and its two parts per pod.
+func benchStatefulSet(b *testing.B, c workloadCluster, iteration int) {
+	var total, podReady, nextPod []time.Duration
+	for run := range workloadRuns {
+		r := benchStatefulSetReady(b, c, fmt.Sprintf("sts-%d-%d", iteration, run))
+		total, podReady, nextPod = append(total, r.total), append(podReady, r.podReady), append(nextPod, r.nextPod)
+	}
+	reportRuns(b, "sts10-ready-s", total)
+	reportRuns(b, "sts-pod-ready-s", podReady)
+	reportRuns(b, "sts-next-pod-s", nextPod)
+}
+
 // benchStatefulSetReady creates the StatefulSet and returns the time until
 // a watch on its pods has seen all 10 Ready at once; then deletes it.
-func benchStatefulSetReady(b testing.TB, c workloadCluster, name string) time.Duration {
+func benchStatefulSetReady(b testing.TB, c workloadCluster, name string) stsRun {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), workloadTimeout)
 	defer cancel()
@@ -246,16 +266,18 @@ func benchStatefulSetReady(b testing.TB, c workloadCluster, name string) time.Du
 	start := time.Now()
 	c.kubectl.mustStdin(workloadStatefulSet(name), "create", "-f", "-")
 	ready := map[string]bool{}
+	seenAt, readyAt := map[int]time.Time{}, map[int]time.Time{}
 	waitEvent(b, w, fmt.Sprintf("%d pods of %s Ready", workloadSTSReplicas, name), func(obj any) bool {
 		p, ok := obj.(*corev1.Pod)
 		if !ok {
 			return false
 		}
+		var k int
+		fmt.Sscanf(strings.TrimPrefix(p.Name, name+"-"), "%d", &k)
 		if _, seen := ready[p.Name]; !seen {
+			seenAt[k] = time.Now()
 			// OrderedReady: pod k appears only once pods 0..k-1 are Ready
 			// (the watch delivers events in the order they were written).
-			var k int
-			fmt.Sscanf(strings.TrimPrefix(p.Name, name+"-"), "%d", &k)
 			for j := range k {
 				if !ready[fmt.Sprintf("%s-%d", name, j)] {
 					b.Fatalf("statefulset %s: %s created before %s-%d was Ready", name, p.Name, name, j)
@@ -263,6 +285,9 @@ func benchStatefulSetReady(b testing.TB, c workloadCluster, name string) time.Du
 			}
 		}
 		ready[p.Name] = p.DeletionTimestamp == nil && isReady(*p)
+		if _, done := readyAt[k]; ready[p.Name] && !done {
+			readyAt[k] = time.Now()
+		}
 		n := 0
 		for _, r := range ready {
 			if r {
@@ -271,10 +296,25 @@ func benchStatefulSetReady(b testing.TB, c workloadCluster, name string) time.Du
 		}
 		return n == workloadSTSReplicas
 	})
-	took := time.Since(start)
-	b.Logf("statefulset %s: %d pods Ready after %.2fs", name, workloadSTSReplicas, took.Seconds())
+	r := stsRun{total: time.Since(start)}
+	var podReady, nextPod []time.Duration
+	for k := range workloadSTSReplicas {
+		podReady = append(podReady, readyAt[k].Sub(seenAt[k]))
+		if k > 0 {
+			nextPod = append(nextPod, seenAt[k].Sub(readyAt[k-1]))
+		}
+	}
+	r.podReady, r.nextPod = median(podReady), median(nextPod)
+	b.Logf("statefulset %s: %d pods Ready after %.2fs; per pod (median) %.3fs to Ready, %.3fs from the previous one's Ready to its creation",
+		name, workloadSTSReplicas, r.total.Seconds(), r.podReady.Seconds(), r.nextPod.Seconds())
 	deleteWorkload(b, c, "statefulset/"+name)
-	return took
+	return r
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // benchDaemonSetRollouts creates the DaemonSet, waits for its first
