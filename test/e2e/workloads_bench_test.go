@@ -233,23 +233,26 @@ func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
 }
 
 // stsRun is one run of the StatefulSet scenario: the total, and the
-// medians over its pods of the two parts each pod adds in OrderedReady
-// order, from the watch's clock: podReady from the pod's first sighting
-// to its Ready (scheduler and node), nextPod from pod k-1's Ready to pod
-// k's first sighting (the StatefulSet controller, through the API).
-type stsRun struct{ total, podReady, nextPod time.Duration }
+// medians over its pods of the three parts each pod adds in OrderedReady
+// order, from the watch's clock: nextPod from pod k-1's Ready to pod k's
+// first sighting (the StatefulSet controller, through the API), bind from
+// there to its first sighting with a node (the scheduler), start from
+// there to its Ready (the node).
+type stsRun struct{ total, nextPod, bind, start time.Duration }
 
 // benchStatefulSet runs the StatefulSet scenario workloadRuns times and
-// reports the total and its two parts per pod.
+// reports the total and its three parts per pod.
 func benchStatefulSet(b *testing.B, c workloadCluster, iteration int) {
-	var total, podReady, nextPod []time.Duration
+	var total, nextPod, bind, start []time.Duration
 	for run := range workloadRuns {
 		r := benchStatefulSetReady(b, c, fmt.Sprintf("sts-%d-%d", iteration, run))
-		total, podReady, nextPod = append(total, r.total), append(podReady, r.podReady), append(nextPod, r.nextPod)
+		total, nextPod = append(total, r.total), append(nextPod, r.nextPod)
+		bind, start = append(bind, r.bind), append(start, r.start)
 	}
 	reportRuns(b, "sts10-ready-s", total)
-	reportRuns(b, "sts-pod-ready-s", podReady)
 	reportRuns(b, "sts-next-pod-s", nextPod)
+	reportRuns(b, "sts-bind-s", bind)
+	reportRuns(b, "sts-start-s", start)
 }
 
 // benchStatefulSetReady creates the StatefulSet and returns the time until
@@ -266,7 +269,7 @@ func benchStatefulSetReady(b testing.TB, c workloadCluster, name string) stsRun 
 	start := time.Now()
 	c.kubectl.mustStdin(workloadStatefulSet(name), "create", "-f", "-")
 	ready := map[string]bool{}
-	seenAt, readyAt := map[int]time.Time{}, map[int]time.Time{}
+	seenAt, boundAt, readyAt := map[int]time.Time{}, map[int]time.Time{}, map[int]time.Time{}
 	waitEvent(b, w, fmt.Sprintf("%d pods of %s Ready", workloadSTSReplicas, name), func(obj any) bool {
 		p, ok := obj.(*corev1.Pod)
 		if !ok {
@@ -284,6 +287,9 @@ func benchStatefulSetReady(b testing.TB, c workloadCluster, name string) stsRun 
 				}
 			}
 		}
+		if _, done := boundAt[k]; p.Spec.NodeName != "" && !done {
+			boundAt[k] = time.Now()
+		}
 		ready[p.Name] = p.DeletionTimestamp == nil && isReady(*p)
 		if _, done := readyAt[k]; ready[p.Name] && !done {
 			readyAt[k] = time.Now()
@@ -297,16 +303,17 @@ func benchStatefulSetReady(b testing.TB, c workloadCluster, name string) stsRun 
 		return n == workloadSTSReplicas
 	})
 	r := stsRun{total: time.Since(start)}
-	var podReady, nextPod []time.Duration
+	var nextPod, bind, startup []time.Duration
 	for k := range workloadSTSReplicas {
-		podReady = append(podReady, readyAt[k].Sub(seenAt[k]))
+		bind = append(bind, boundAt[k].Sub(seenAt[k]))
+		startup = append(startup, readyAt[k].Sub(boundAt[k]))
 		if k > 0 {
 			nextPod = append(nextPod, seenAt[k].Sub(readyAt[k-1]))
 		}
 	}
-	r.podReady, r.nextPod = median(podReady), median(nextPod)
-	b.Logf("statefulset %s: %d pods Ready after %.2fs; per pod (median) %.3fs to Ready, %.3fs from the previous one's Ready to its creation",
-		name, workloadSTSReplicas, r.total.Seconds(), r.podReady.Seconds(), r.nextPod.Seconds())
+	r.nextPod, r.bind, r.start = median(nextPod), median(bind), median(startup)
+	b.Logf("statefulset %s: %d pods Ready after %.2fs; per pod (median): created %.3fs after the previous one's Ready, bound %.3fs later, Ready %.3fs after that",
+		name, workloadSTSReplicas, r.total.Seconds(), r.nextPod.Seconds(), r.bind.Seconds(), r.start.Seconds())
 	deleteWorkload(b, c, "statefulset/"+name)
 	return r
 }
