@@ -17,9 +17,7 @@ import (
 func BenchmarkUpstreamJob(b *testing.B) {
 	c := upstreamWorkloadCluster(b, "upstream-job-bench")
 	for i := 0; i < b.N; i++ {
-		reportRuns(b, "job100-complete-s", runScenario(b, func(run int) time.Duration {
-			return benchJobComplete(b, c, fmt.Sprintf("job-%d-%d", i, run))
-		}))
+		benchJob(b, c, i)
 	}
 	b.ReportMetric(0, "ns/op")
 }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,13 +121,12 @@ spec:
 // (busybox true), from `kubectl create` to the Complete condition seen by a
 // watch, on one real node (the harness of BenchmarkPodStartup; the
 // scheduler places the pods). Runs 3 times per iteration and reports the
-// median, min and max. Run with -benchtime 1x.
+// median, min and max, and the same of two parts of each pod's life (see
+// jobRun). Run with -benchtime 1x.
 func BenchmarkWorkloadsJob(b *testing.B) {
 	c := ourWorkloadCluster(b, "node-job-bench")
 	for i := 0; i < b.N; i++ {
-		reportRuns(b, "job100-complete-s", runScenario(b, func(run int) time.Duration {
-			return benchJobComplete(b, c, fmt.Sprintf("job-%d-%d", i, run))
-		}))
+		benchJob(b, c, i)
 	}
 	b.ReportMetric(0, "ns/op")
 }
@@ -170,15 +170,6 @@ func ourWorkloadCluster(b *testing.B, nodeName string) workloadCluster {
 	return workloadCluster{kubectl: cp, cs: cp.clientset(), drained: func(b testing.TB) { waitNoLeftovers(b, node) }}
 }
 
-// runScenario runs one scenario workloadRuns times.
-func runScenario(b *testing.B, run func(int) time.Duration) []time.Duration {
-	var d []time.Duration
-	for r := range workloadRuns {
-		d = append(d, run(r))
-	}
-	return d
-}
-
 // reportRuns reports the median, min and max of runs (in seconds) and logs
 // each run.
 func reportRuns(b *testing.B, unit string, runs []time.Duration) {
@@ -196,10 +187,30 @@ func reportRuns(b *testing.B, unit string, runs []time.Duration) {
 	b.ReportMetric(sorted[len(sorted)-1].Seconds(), base+"-max-s")
 }
 
+// jobRun is one run of the Job scenario: the total, and the medians over
+// its 100 pods, from a watch on them, of bind (first sighting to first
+// sighting with a node: the scheduler) and run (from there to the phase
+// Succeeded: the node starts the pod, busybox true exits, the node
+// reports it).
+type jobRun struct{ total, bind, run time.Duration }
+
+// benchJob runs the Job scenario workloadRuns times and reports the total
+// and its two parts per pod.
+func benchJob(b *testing.B, c workloadCluster, iteration int) {
+	var total, bind, run []time.Duration
+	for r := range workloadRuns {
+		j := benchJobComplete(b, c, fmt.Sprintf("job-%d-%d", iteration, r))
+		total, bind, run = append(total, j.total), append(bind, j.bind), append(run, j.run)
+	}
+	reportRuns(b, "job100-complete-s", total)
+	reportRuns(b, "job-pod-bind-s", bind)
+	reportRuns(b, "job-pod-run-s", run)
+}
+
 // benchJobComplete creates the Job and returns the time until a watch sees
 // it Complete; then checks its 100 successes, deletes it and waits until
 // its pods are gone.
-func benchJobComplete(b testing.TB, c workloadCluster, name string) time.Duration {
+func benchJobComplete(b testing.TB, c workloadCluster, name string) jobRun {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), workloadTimeout)
 	defer cancel()
@@ -208,19 +219,66 @@ func benchJobComplete(b testing.TB, c workloadCluster, name string) time.Duratio
 		b.Fatalf("watch job %s: %v", name, err)
 	}
 	defer w.Stop()
+	pw, err := c.cs.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{LabelSelector: "job-name=" + name})
+	if err != nil {
+		b.Fatalf("watch pods of job %s: %v", name, err)
+	}
+	var mu sync.Mutex
+	seen, bound, done := map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}
+	podsDone := make(chan struct{})
+	go func() {
+		defer close(podsDone)
+		for ev := range pw.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			mu.Lock()
+			firstAt(seen, p.Name, now, true)
+			firstAt(bound, p.Name, now, p.Spec.NodeName != "")
+			firstAt(done, p.Name, now, p.Status.Phase == corev1.PodSucceeded)
+			mu.Unlock()
+		}
+	}()
 	start := time.Now()
 	c.kubectl.mustStdin(workloadJob(name), "create", "-f", "-")
 	job := waitEvent(b, w, "job "+name+" Complete", func(obj any) bool {
 		j, ok := obj.(*batchv1.Job)
 		return ok && jobCondition(j, batchv1.JobComplete)
 	}).(*batchv1.Job)
-	took := time.Since(start)
+	r := jobRun{total: time.Since(start)}
 	if job.Status.Succeeded != workloadJobPods || job.Status.Failed != 0 {
 		b.Fatalf("job %s: %d succeeded, %d failed; want %d and 0", name, job.Status.Succeeded, job.Status.Failed, workloadJobPods)
 	}
-	b.Logf("job %s: Complete after %.2fs", name, took.Seconds())
+	// The pod watch may trail the Job's by a few events.
+	waitUntil(b, 10*time.Second, "the pod watch sees every pod of "+name+" succeed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(done) >= workloadJobPods
+	})
+	pw.Stop()
+	<-podsDone
+	var bind, run []time.Duration
+	for pod, at := range done {
+		bind = append(bind, bound[pod].Sub(seen[pod]))
+		run = append(run, at.Sub(bound[pod]))
+	}
+	if len(run) != workloadJobPods {
+		b.Fatalf("job %s: the pod watch saw %d pods succeed, want %d", name, len(run), workloadJobPods)
+	}
+	r.bind, r.run = median(bind), median(run)
+	b.Logf("job %s: Complete after %.2fs; per pod (median): bound %.3fs after its creation, Succeeded %.3fs after that",
+		name, r.total.Seconds(), r.bind.Seconds(), r.run.Seconds())
 	deleteWorkload(b, c, "job/"+name)
-	return took
+	return r
+}
+
+// firstAt records at in m[key] when cond holds and m has no time for key yet.
+func firstAt(m map[string]time.Time, key string, at time.Time, cond bool) {
+	if _, ok := m[key]; cond && !ok {
+		m[key] = at
+	}
 }
 
 func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
