@@ -25,8 +25,10 @@ import (
 	"github.com/nodelet/nodelet/hosttools"
 )
 
-// configTemplate is a minimal containerd configuration: no CRI plugin, a
-// private socket, the opt directory inside the root.
+// configTemplate is a minimal containerd configuration: a private socket,
+// the opt directory inside the root; the first verb is the line that
+// disables the CRI plugin (empty when Options.CRI enables it), and the
+// CRI plugin's own tables are appended after the template.
 const configTemplate = `version = 2
 %soom_score = 0
 
