@@ -45,6 +45,10 @@ type Config struct {
 	TLSSANs []string
 	// TokenAuthFile, if set, holds static bearer tokens (token,user,uid,"groups").
 	TokenAuthFile string
+	// AnonymousAuth makes requests without credentials system:anonymous
+	// (refused by the authorizer, 403) instead of 401, as upstream's
+	// --anonymous-auth.
+	AnonymousAuth bool
 	ServiceCIDR   string
 	// ClusterDNSIP is the ClusterIP of the kube-system/kube-dns Service,
 	// the address the nodelets serve the cluster DNS on (their
@@ -165,7 +169,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	authn, err := apiserver.NewAuthenticator(c.cfg.TokenAuthFile)
+	authn, err := apiserver.NewAuthenticator(apiserver.AuthnOptions{TokenFile: c.cfg.TokenAuthFile, Anonymous: c.cfg.AnonymousAuth})
 	if err != nil {
 		return err
 	}

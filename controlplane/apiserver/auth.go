@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
+	"k8s.io/apiserver/pkg/authentication/request/anonymous"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
@@ -41,27 +43,44 @@ func (CertAuthenticator) AuthenticateRequest(r *http.Request) (*authenticator.Re
 	return &authenticator.Response{User: &user.DefaultInfo{Name: cert.Subject.CommonName, Groups: groups}}, true, nil
 }
 
-// NewAuthenticator is the control plane's authentication chain: client
-// certificates, then (when tokenFile is set) the static bearer tokens of
-// upstream's --token-auth-file (token,user,uid,"group1,group2"); every
-// user it recognises is in system:authenticated.
-func NewAuthenticator(tokenFile string) (authenticator.Request, error) {
+// AuthnOptions choose the control plane's authenticators.
+type AuthnOptions struct {
+	// TokenFile is upstream's --token-auth-file: static bearer tokens,
+	// token,user,uid,"group1,group2" per line ("": none).
+	TokenFile string
+	// Anonymous is upstream's --anonymous-auth: a request with no
+	// credentials is system:anonymous in system:unauthenticated (refused
+	// with 403 by the authorizer rather than 401). Bad credentials are
+	// still a 401.
+	Anonymous bool
+}
+
+// NewAuthenticator is the control plane's authentication chain, in
+// kube-apiserver's order: client certificates, then the token file's
+// bearer tokens; every user they recognise is in system:authenticated;
+// then, if enabled, anonymous.
+func NewAuthenticator(opts AuthnOptions) (authenticator.Request, error) {
 	chain := []authenticator.Request{CertAuthenticator{}}
-	if tokenFile != "" {
-		tokens, err := tokenfile.NewCSV(tokenFile)
+	if opts.TokenFile != "" {
+		tokens, err := tokenfile.NewCSV(opts.TokenFile)
 		if err != nil {
 			return nil, fmt.Errorf("token file: %w", err)
 		}
 		chain = append(chain, bearertoken.New(tokens))
 	}
-	return group.NewAuthenticatedGroupAdder(union.New(chain...)), nil
+	authn := group.NewAuthenticatedGroupAdder(union.New(chain...))
+	if opts.Anonymous {
+		authn = union.NewFailOnError(authn, anonymous.NewAuthenticator(nil))
+	}
+	return authn, nil
 }
 
-// AllowAuthenticated allows every authenticated user everything: the
-// authorizer until RBAC lands.
+// AllowAuthenticated allows every authenticated user everything and
+// anonymous users nothing: the authorizer until RBAC lands.
 var AllowAuthenticated authorizer.Authorizer = authorizer.AuthorizerFunc(
 	func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-		if a.GetUser() == nil {
+		u := a.GetUser()
+		if u == nil || slices.Contains(u.GetGroups(), user.AllUnauthenticated) {
 			return authorizer.DecisionDeny, "anonymous requests are not allowed", nil
 		}
 		return authorizer.DecisionAllow, "", nil

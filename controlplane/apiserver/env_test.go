@@ -93,7 +93,7 @@ func newClientset(tb testing.TB, cfg *rest.Config) *kubernetes.Clientset {
 // testAuthn is the control plane's authentication chain without a token
 // file: client certificates, every user in system:authenticated.
 func testAuthn() authenticator.Request {
-	a, err := NewAuthenticator("")
+	a, err := NewAuthenticator(AuthnOptions{})
 	if err != nil {
 		panic(err)
 	}

@@ -65,7 +65,7 @@ func Start(tb testing.TB, opts Options) *Server {
 		level = slog.LevelWarn
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	authn, err := apiserver.NewAuthenticator("")
+	authn, err := apiserver.NewAuthenticator(apiserver.AuthnOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}
