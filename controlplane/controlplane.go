@@ -30,6 +30,7 @@ import (
 	"github.com/nodelet/nodelet/controlplane/nodemetrics"
 	"github.com/nodelet/nodelet/controlplane/pki"
 	"github.com/nodelet/nodelet/controlplane/registry"
+	"github.com/nodelet/nodelet/controlplane/satoken"
 	"github.com/nodelet/nodelet/controlplane/scheduler"
 	"github.com/nodelet/nodelet/controlplane/storage"
 	"github.com/nodelet/nodelet/controlplane/storage/bolt"
@@ -169,7 +170,13 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	authn, err := apiserver.NewAuthenticator(apiserver.AuthnOptions{TokenFile: c.cfg.TokenAuthFile, Anonymous: c.cfg.AnonymousAuth})
+	resources := registry.All(c.cfg.Registry)
+	tokens, err := c.serviceAccountTokens(store, resources)
+	if err != nil {
+		return err
+	}
+	authn, err := apiserver.NewAuthenticator(apiserver.AuthnOptions{TokenFile: c.cfg.TokenAuthFile,
+		ServiceAccountTokens: tokens, Anonymous: c.cfg.AnonymousAuth})
 	if err != nil {
 		return err
 	}
@@ -184,7 +191,8 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	}
 	srv, err := apiserver.New(apiserver.Config{
 		Store:            store,
-		Resources:        registry.All(c.cfg.Registry),
+		Resources:        resources,
+		Tokens:           tokens,
 		Address:          net.JoinHostPort(c.cfg.BindAddress, strconv.Itoa(c.cfg.SecurePort)),
 		TLS:              bundle.TLSConfig(),
 		Authn:            authn,
@@ -322,4 +330,19 @@ func (c *ControlPlane) advertiseAddress() string {
 		}
 	}
 	return "127.0.0.1"
+}
+
+// serviceAccountTokens is the ServiceAccount token issuer, signing with
+// DATA_DIR/sa.key (made on first start, like kubeadm's) and validating
+// tokens against what store holds.
+func (c *ControlPlane) serviceAccountTokens(store storage.Store, resources []*registry.Resource) (*satoken.Issuer, error) {
+	key, err := satoken.LoadOrCreateKey(filepath.Join(c.cfg.DataDir, "sa.key"))
+	if err != nil {
+		return nil, err
+	}
+	getter, err := apiserver.NewObjectGetter(store, resources)
+	if err != nil {
+		return nil, err
+	}
+	return satoken.New(satoken.Config{Key: key, Getter: getter})
 }

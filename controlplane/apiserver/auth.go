@@ -48,6 +48,9 @@ type AuthnOptions struct {
 	// TokenFile is upstream's --token-auth-file: static bearer tokens,
 	// token,user,uid,"group1,group2" per line ("": none).
 	TokenFile string
+	// ServiceAccountTokens, when set, authenticates ServiceAccount tokens
+	// (satoken.Issuer).
+	ServiceAccountTokens authenticator.Token
 	// Anonymous is upstream's --anonymous-auth: a request with no
 	// credentials is system:anonymous in system:unauthenticated (refused
 	// with 403 by the authorizer rather than 401). Bad credentials are
@@ -56,9 +59,9 @@ type AuthnOptions struct {
 }
 
 // NewAuthenticator is the control plane's authentication chain, in
-// kube-apiserver's order: client certificates, then the token file's
-// bearer tokens; every user they recognise is in system:authenticated;
-// then, if enabled, anonymous.
+// kube-apiserver's order: client certificates, the token file's bearer
+// tokens, ServiceAccount tokens; every user they recognise is in
+// system:authenticated; then, if enabled, anonymous.
 func NewAuthenticator(opts AuthnOptions) (authenticator.Request, error) {
 	chain := []authenticator.Request{CertAuthenticator{}}
 	if opts.TokenFile != "" {
@@ -67,6 +70,9 @@ func NewAuthenticator(opts AuthnOptions) (authenticator.Request, error) {
 			return nil, fmt.Errorf("token file: %w", err)
 		}
 		chain = append(chain, bearertoken.New(tokens))
+	}
+	if opts.ServiceAccountTokens != nil {
+		chain = append(chain, bearertoken.New(opts.ServiceAccountTokens))
 	}
 	authn := group.NewAuthenticatedGroupAdder(union.New(chain...))
 	if opts.Anonymous {

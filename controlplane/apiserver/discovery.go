@@ -105,6 +105,7 @@ var subresourceVerbs = map[string][]string{
 	"scale":    {"get", "patch", "update"},
 	"binding":  {"create"},
 	"eviction": {"create"},
+	"token":    {"create"},
 	"finalize": {"update"},
 	// The connect subresources (proxy.go).
 	"log":         {"get"},
@@ -147,6 +148,8 @@ func resourceList(gv schema.GroupVersion, resources map[string]*registry.Resourc
 				ar.Kind = "Binding"
 			case "eviction":
 				ar.Group, ar.Version, ar.Kind = "policy", "v1", "Eviction"
+			case "token":
+				ar.Group, ar.Version, ar.Kind = "authentication.k8s.io", "v1", "TokenRequest"
 			}
 			if suffix, ok := connectOptionsKinds[sub]; ok {
 				ar.Kind = res.Kind + suffix

@@ -50,6 +50,8 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		err = s.serveReview(w, r, info)
 	case info.Subresource == "scale":
 		err = s.serveScale(w, r, info)
+	case info.Subresource == "token":
+		err = s.serveTokenRequest(w, r, info)
 	case info.Subresource == "binding":
 		err = s.serveBinding(w, r, info)
 	case info.Subresource == "eviction":

@@ -39,6 +39,9 @@ type Config struct {
 	TLS     *tls.Config
 	Authn   authenticator.Request
 	Authz   authorizer.Authorizer
+	// Tokens, when set, serves serviceaccounts/token (TokenRequest) and
+	// the issuer's discovery documents.
+	Tokens TokenIssuer
 	// ServiceCIDR is where Service cluster IPs come from (default 10.96.0.0/12).
 	ServiceCIDR  string
 	MaxBodyBytes int64
@@ -322,6 +325,12 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request) {
 		s.cfg.RequestMetrics.handler.ServeHTTP(w, r)
 	case p == "/openapi/v3" || strings.HasPrefix(p, "/openapi/v3/"):
 		s.serveOpenAPIV3(w, r, p)
+	case p == openIDConfigPath && s.cfg.Tokens != nil:
+		writeRawJSON(w, s.cfg.Tokens.OpenIDConfiguration())
+	case p == jwksPath && s.cfg.Tokens != nil:
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		w.WriteHeader(http.StatusOK)
+		w.Write(s.cfg.Tokens.JWKS())
 	default:
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, ""))
 	}

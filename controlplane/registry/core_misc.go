@@ -137,6 +137,8 @@ func serviceAccountResource() *Resource {
 		Verbs:        allVerbs(),
 		New:          func() runtime.Object { return &corev1.ServiceAccount{} },
 		NewList:      func() runtime.Object { return &corev1.ServiceAccountList{} },
+		// token: TokenRequest, answered by the API server (kubectl create token).
+		Subresources: []string{"token"},
 
 		Columns: serviceAccountColumns(),
 		Row:     row(serviceAccountRow),

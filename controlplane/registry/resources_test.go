@@ -30,7 +30,7 @@ func TestAllResources(t *testing.T) {
 		{"configmaps", "v1", "ConfigMap", true, []string{"cm"}, nil, true, false, false},
 		{"secrets", "v1", "Secret", true, nil, nil, true, false, false},
 		{"events", "v1", "Event", true, []string{"ev"}, nil, true, false, false},
-		{"serviceaccounts", "v1", "ServiceAccount", true, []string{"sa"}, nil, true, false, false},
+		{"serviceaccounts", "v1", "ServiceAccount", true, []string{"sa"}, []string{"token"}, true, false, false},
 		{"controllerrevisions", "apps/v1", "ControllerRevision", true, nil, nil, true, false, false},
 		{"daemonsets", "apps/v1", "DaemonSet", true, []string{"ds"}, []string{"status"}, true, true, true},
 		{"deployments", "apps/v1", "Deployment", true, []string{"deploy"}, []string{"status", "scale"}, true, true, true},

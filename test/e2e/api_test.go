@@ -224,6 +224,21 @@ func TestKubeconfigCommand(t *testing.T) {
 	if err != nil || string(out) != `dave ["devs","system:authenticated"]` {
 		t.Errorf("kubectl --as dave --as-group devs auth whoami: %v: %s", err, out)
 	}
+
+	// kubectl create token: the token alone (no client certificate)
+	// authenticates as the ServiceAccount.
+	cp.must("create", "serviceaccount", "robot")
+	token := strings.TrimSpace(cp.must("create", "token", "robot", "--duration=10m"))
+	empty := filepath.Join(dir, "empty.kubeconfig")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = hosttools.Command("kubectl", "--kubeconfig", empty, "--server", fmt.Sprintf("https://127.0.0.1:%d", cp.port),
+		"--certificate-authority", filepath.Join(dir, "ca.crt"), "--token", token, "auth", "whoami", "-o",
+		"jsonpath={.status.userInfo.username} {.status.userInfo.groups}").CombinedOutput()
+	if err != nil || string(out) != `system:serviceaccount:default:robot ["system:serviceaccounts","system:serviceaccounts:default","system:authenticated"]` {
+		t.Errorf("kubectl auth whoami with a token of kubectl create token: %v: %s", err, out)
+	}
 	kc, err = exec.Command(bin, "kubeconfig", "--data-dir", dir, "--user", "carol", "--server", "https://10.240.0.1:6443").Output()
 	if err != nil || !strings.Contains(string(kc), "server: https://10.240.0.1:6443") {
 		t.Errorf("kubeconfig --server: %v\n%s", err, kc)
