@@ -176,7 +176,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		return err
 	}
 	authn, err := apiserver.NewAuthenticator(apiserver.AuthnOptions{TokenFile: c.cfg.TokenAuthFile,
-		ServiceAccountTokens: tokens, Anonymous: c.cfg.AnonymousAuth})
+		ServiceAccountTokens: tokens, APIAudiences: tokens.Audiences(), Anonymous: c.cfg.AnonymousAuth})
 	if err != nil {
 		return err
 	}

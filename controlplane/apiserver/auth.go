@@ -51,6 +51,10 @@ type AuthnOptions struct {
 	// ServiceAccountTokens, when set, authenticates ServiceAccount tokens
 	// (satoken.Issuer).
 	ServiceAccountTokens authenticator.Token
+	// APIAudiences are the API server's audiences (upstream's
+	// --api-audiences): the static tokens, which carry none, are taken
+	// to be for them, as upstream wraps audience-agnostic authenticators.
+	APIAudiences []string
 	// Anonymous is upstream's --anonymous-auth: a request with no
 	// credentials is system:anonymous in system:unauthenticated (refused
 	// with 403 by the authorizer rather than 401). Bad credentials are
@@ -69,7 +73,7 @@ func NewAuthenticator(opts AuthnOptions) (authenticator.Request, error) {
 		if err != nil {
 			return nil, fmt.Errorf("token file: %w", err)
 		}
-		chain = append(chain, bearertoken.New(tokens))
+		chain = append(chain, bearertoken.New(authenticator.WrapAudienceAgnosticToken(opts.APIAudiences, tokens)))
 	}
 	if opts.ServiceAccountTokens != nil {
 		chain = append(chain, bearertoken.New(opts.ServiceAccountTokens))

@@ -31,8 +31,8 @@ func TestSelfSubjectReview(t *testing.T) {
 		}
 	}
 	res, err := cs.Discovery().ServerResourcesForGroupVersion("authentication.k8s.io/v1")
-	if err != nil || len(res.APIResources) != 1 || res.APIResources[0].Name != "selfsubjectreviews" ||
-		!slices.Equal(res.APIResources[0].Verbs, []string{"create"}) {
+	if err != nil || len(res.APIResources) != 2 || res.APIResources[0].Name != "selfsubjectreviews" ||
+		res.APIResources[1].Name != "tokenreviews" || !slices.Equal(res.APIResources[0].Verbs, []string{"create"}) {
 		t.Errorf("discovery: %+v, %v", res, err)
 	}
 }

@@ -127,6 +127,25 @@ func TestServiceAccountTokens(t *testing.T) {
 	if _, err := whoami(other.Status.Token); !apierrors.IsUnauthorized(err) {
 		t.Errorf("a token for another audience: %v, want 401", err)
 	}
+	// TokenReview: the same answers for whoever asks (the nodes' API, webhooks).
+	review := func(token string, auds ...string) authenticationv1.TokenReviewStatus {
+		r, err := cs.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+			Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: auds}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("token review: %v", err)
+		}
+		return r.Status
+	}
+	if st := review(tr.Status.Token); !st.Authenticated || st.User.Username != "system:serviceaccount:default:robot" ||
+		!slices.Equal(st.Audiences, []string{satoken.DefaultIssuer}) {
+		t.Errorf("review of the bound token: %+v", st)
+	}
+	if st := review(other.Status.Token, "vault"); !st.Authenticated || !slices.Equal(st.Audiences, []string{"vault"}) {
+		t.Errorf("review of the vault token for vault: %+v", st)
+	}
+	if st := review("garbage"); st.Authenticated || st.Error == "" {
+		t.Errorf("review of garbage: %+v", st)
+	}
 	if err := cs.CoreV1().Pods("default").Delete(ctx, "p1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}

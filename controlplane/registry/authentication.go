@@ -18,3 +18,17 @@ func selfSubjectReviewResource() *Resource {
 		New:          func() runtime.Object { return &authenticationv1.SelfSubjectReview{} },
 	}
 }
+
+// tokenReviewResource serves authentication.k8s.io/v1 TokenReviews: is
+// this bearer token valid, and whose is it (webhook token authentication,
+// the nodes' API)?
+func tokenReviewResource() *Resource {
+	return &Resource{
+		GroupVersion: authenticationv1.SchemeGroupVersion,
+		Name:         "tokenreviews",
+		Kind:         "TokenReview",
+		Verbs:        []string{"create"},
+		Review:       true,
+		New:          func() runtime.Object { return &authenticationv1.TokenReview{} },
+	}
+}

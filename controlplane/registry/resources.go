@@ -50,6 +50,7 @@ func All(opts Options) []*Resource {
 		podDisruptionBudgetResource(),
 		priorityClassResource(),
 		selfSubjectReviewResource(),
+		tokenReviewResource(),
 	}
 	for _, r := range resources {
 		if !r.Review {

@@ -55,9 +55,11 @@ func TestAllResources(t *testing.T) {
 	if stored != len(tests) {
 		t.Errorf("All returned %d stored resources, want %d", stored, len(tests))
 	}
-	review := resourceByVersion(t, "authentication.k8s.io/v1", "selfsubjectreviews")
-	if !review.Review || !reflect.DeepEqual(review.Verbs, []string{"create"}) || review.Namespaced || review.Validate != nil {
-		t.Errorf("selfsubjectreviews: review %v, verbs %v, namespaced %v", review.Review, review.Verbs, review.Namespaced)
+	for _, name := range []string{"selfsubjectreviews", "tokenreviews"} {
+		review := resourceByVersion(t, "authentication.k8s.io/v1", name)
+		if !review.Review || !reflect.DeepEqual(review.Verbs, []string{"create"}) || review.Namespaced || review.Validate != nil {
+			t.Errorf("%s: review %v, verbs %v, namespaced %v", name, review.Review, review.Verbs, review.Namespaced)
+		}
 	}
 	for _, tt := range tests {
 		r := resourceByVersion(t, tt.gv, tt.name)
