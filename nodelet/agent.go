@@ -27,6 +27,7 @@ import (
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/sdnotify"
 	"github.com/nodelet/nodelet/status"
+	"github.com/nodelet/nodelet/tokens"
 	"github.com/nodelet/nodelet/volumes"
 )
 
@@ -364,7 +365,8 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: network: %w", err)
 	}
-	if c.vols, err = volumes.New(volumes.Config{RootDir: a.cfg.RootDir, Sources: apiObjects{a.client},
+	if c.vols, err = volumes.New(volumes.Config{RootDir: a.cfg.RootDir,
+		Sources:         volumeObjects{apiObjects{a.client}, tokens.New(tokens.FromClient(a.client), nil)},
 		NodeAllocatable: func() corev1.ResourceList { return alloc }, Log: a.log.With("component", "volumes")}); err != nil {
 		return nil, fmt.Errorf("nodelet: volumes: %w", err)
 	}

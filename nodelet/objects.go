@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/tokens"
 )
 
 // ObjectSource gives the ConfigMaps and Secrets of a pod's namespace that
@@ -41,6 +42,13 @@ func (s apiObjects) Secret(ctx context.Context, ns, name string) (*corev1.Secret
 	ctx, cancel := context.WithTimeout(ctx, envSourceTimeout)
 	defer cancel()
 	return s.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// volumeObjects is what the volumes manager reads: ConfigMaps and Secrets
+// from the API server, ServiceAccount tokens from the node's token cache.
+type volumeObjects struct {
+	apiObjects
+	*tokens.Manager
 }
 
 // envObjects fetches what the container's env refers to. Objects that do

@@ -3,12 +3,14 @@ package volumes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -21,6 +23,7 @@ type fakeSources struct {
 	configMaps map[string]*corev1.ConfigMap
 	secrets    map[string]*corev1.Secret
 	err        error // returned for everything when set
+	tokenReqs  []string
 }
 
 func newFakeSources() *fakeSources {
@@ -49,6 +52,20 @@ func (f *fakeSources) Secret(_ context.Context, ns, name string) (*corev1.Secret
 		return s.DeepCopy(), nil
 	}
 	return nil, apierrors.NewNotFound(corev1.Resource("secrets"), name)
+}
+
+// ServiceAccountToken answers with a token naming what was asked, and
+// records the request.
+func (f *fakeSources) ServiceAccountToken(_ context.Context, ns, sa string, spec authenticationv1.TokenRequestSpec) (*authenticationv1.TokenRequest, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	req := fmt.Sprintf("%s/%s aud=%v exp=%d bound=%s/%s/%s", ns, sa, spec.Audiences, *spec.ExpirationSeconds,
+		spec.BoundObjectRef.Kind, spec.BoundObjectRef.Name, spec.BoundObjectRef.UID)
+	f.tokenReqs = append(f.tokenReqs, req)
+	return &authenticationv1.TokenRequest{Spec: spec, Status: authenticationv1.TokenRequestStatus{Token: "jwt-for-" + sa}}, nil
 }
 
 func (f *fakeSources) setConfigMap(ns, name string, data map[string]string) {
@@ -279,16 +296,29 @@ func TestProjectedPayload(t *testing.T) {
 		t.Fatalf("projected = %v, %v; want %v", flat(got), err, want)
 	}
 
+	// A serviceAccountToken source: a token of the pod's account, bound to
+	// the pod, for the audience and lifetime asked.
+	tokenVol := &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+		Path: "sa/token", Audience: "vault", ExpirationSeconds: ptr(int64(7200))}}}}
+	pod.Spec.ServiceAccountName = "robot"
+	got, err = projectedPayload(ctx, src, pod, tokenVol, nil)
+	if err != nil || !maps.Equal(flat(got), map[string]string{"sa/token": "jwt-for-robot -rw-r--r--"}) {
+		t.Fatalf("serviceAccountToken = %v, %v", flat(got), err)
+	}
+	if want := fmt.Sprintf("%s/robot aud=[vault] exp=7200 bound=Pod/%s/%s", pod.Namespace, pod.Name, pod.UID); len(src.tokenReqs) != 1 || src.tokenReqs[0] != want {
+		t.Fatalf("token requests %q, want %q", src.tokenReqs, want)
+	}
+
 	vol.Sources = append(vol.Sources,
-		corev1.VolumeProjection{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
+		corev1.VolumeProjection{ClusterTrustBundle: &corev1.ClusterTrustBundleProjection{Path: "ca"}},
 		corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "gone"}}})
 	_, err = projectedPayload(ctx, src, pod, vol, nil)
 	var ue *UnsupportedError
-	if !errors.As(err, &ue) || ue.Type != "projected serviceAccountToken" || !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("err = %v, want an UnsupportedError for the serviceAccountToken source", err)
+	if !errors.As(err, &ue) || ue.Type != "projected clusterTrustBundle" || !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("err = %v, want an UnsupportedError for the clusterTrustBundle source", err)
 	}
-	if !strings.Contains(err.Error(), "service account tokens are not issued by this cluster yet") || !apierrors.IsNotFound(err) {
-		t.Fatalf("err = %v, want the token reason and the missing configMap", err)
+	if !strings.Contains(err.Error(), "cluster trust bundles are not served by this cluster yet") || !apierrors.IsNotFound(err) {
+		t.Fatalf("err = %v, want the bundle's reason and the missing configMap", err)
 	}
 	vol.Sources = []corev1.VolumeProjection{{ClusterTrustBundle: &corev1.ClusterTrustBundleProjection{Path: "ca"}}}
 	if _, err := projectedPayload(ctx, src, pod, vol, nil); !errors.As(err, &ue) || ue.Type != "projected clusterTrustBundle" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -107,12 +108,43 @@ func projectionSource(ctx context.Context, src Sources, pod *corev1.Pod, vp *cor
 	case vp.DownwardAPI != nil:
 		return DownwardAPIPayload(pod, vp.DownwardAPI.Items, def, allocatable)
 	case vp.ServiceAccountToken != nil:
-		return nil, &UnsupportedError{Type: "projected serviceAccountToken",
-			Reason: "service account tokens are not issued by this cluster yet"}
+		return tokenPayload(ctx, src, pod, vp.ServiceAccountToken, def)
 	case vp.ClusterTrustBundle != nil:
 		return nil, &UnsupportedError{Type: "projected clusterTrustBundle",
 			Reason: "cluster trust bundles are not served by this cluster yet"}
 	default:
 		return nil, &UnsupportedError{Type: "projected source", Reason: "no known source set"}
 	}
+}
+
+// tokenPayload is a serviceAccountToken source: a token of the pod's
+// ServiceAccount ("default" when the pod names none), bound to the pod,
+// for the source's audience (the API server's when empty) and lifetime
+// (an hour by default), as upstream's kubelet requests it.
+func tokenPayload(ctx context.Context, src Sources, pod *corev1.Pod, s *corev1.ServiceAccountTokenProjection, def int32) (map[string]FileProjection, error) {
+	if src == nil {
+		return nil, fmt.Errorf("serviceAccountToken: %w", errNoSources)
+	}
+	mode, err := fileMode(def)
+	if err != nil {
+		return nil, fmt.Errorf("serviceAccountToken: defaultMode: %w", err)
+	}
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	exp := int64(3600)
+	if s.ExpirationSeconds != nil {
+		exp = *s.ExpirationSeconds
+	}
+	spec := authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp,
+		BoundObjectRef: &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}}
+	if s.Audience != "" {
+		spec.Audiences = []string{s.Audience}
+	}
+	tr, err := src.ServiceAccountToken(ctx, pod.Namespace, sa, spec)
+	if err != nil {
+		return nil, fmt.Errorf("serviceAccountToken: %w", err)
+	}
+	return map[string]FileProjection{s.Path: {Data: []byte(tr.Status.Token), Mode: mode}}, nil
 }

@@ -220,13 +220,13 @@ func TestProjectionSetupFailures(t *testing.T) {
 	}
 
 	pod = testPod("uid-fail", corev1.Volume{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}})
+		Sources: []corev1.VolumeProjection{{ClusterTrustBundle: &corev1.ClusterTrustBundleProjection{Path: "ca"}}}}}})
 	_, err = m.SetupPod(ctx, pod)
 	var ue *UnsupportedError
 	if !errors.As(err, &ue) || !errors.As(err, &ve) || ve.Volume != "kube-api-access" {
-		t.Fatalf("serviceAccountToken: err = %v, want an UnsupportedError in a VolumeError", err)
+		t.Fatalf("clusterTrustBundle: err = %v, want an UnsupportedError in a VolumeError", err)
 	}
-	if !strings.Contains(err.Error(), "service account tokens are not issued by this cluster yet") {
+	if !strings.Contains(err.Error(), "cluster trust bundles are not served by this cluster yet") {
 		t.Fatalf("message %q does not say why", err)
 	}
 	if err := m.TeardownPod(ctx, pod.UID); err != nil {

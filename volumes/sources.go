@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -19,9 +20,14 @@ import (
 // apierrors.IsNotFound holds (what client-go and listers return, or
 // apierrors.NewNotFound), so that optional volumes and keys work; any
 // other error fails the volume and keeps its previous content.
+//
+// ServiceAccountToken gives a token of namespace/serviceAccount for spec
+// (projected serviceAccountToken sources); it is asked at every sync and
+// must answer from a cache while the token is fresh (package tokens).
 type Sources interface {
 	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
 	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+	ServiceAccountToken(ctx context.Context, namespace, serviceAccount string, spec authenticationv1.TokenRequestSpec) (*authenticationv1.TokenRequest, error)
 }
 
 // errNoSources fails configMap and secret volumes of a Manager without

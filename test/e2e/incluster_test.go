@@ -7,17 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/nodelet/nodelet/hosttools"
 )
 
 // testInClusterClient runs a client-go program in a pod on the lab's
-// node2 (the host's kubectl, a static binary, mounted by hostPath) with a
-// kubeconfig naming https://kubernetes.default.svc: the cluster DNS, the
-// kubernetes Service's rules and the API server's certificate (which names
-// kubernetes.default.svc) let it in. A kubeconfig stands in for the
-// service account token until the security work brings one.
+// node2 (the host's kubectl, a static binary, mounted by hostPath) with
+// in-cluster configuration and nothing else: the projected volume upstream's
+// ServiceAccount admission adds (a token of the pod's account bound to the
+// pod, kube-root-ca.crt, the namespace) at the path client-go reads, and
+// the KUBERNETES_SERVICE_HOST/PORT the node sets. The kubernetes Service's
+// rules and the API server's certificate (which names the service IP) let
+// it in, and it is the ServiceAccount, bound to its pod.
 func testInClusterClient(t *testing.T, e *labEnv) {
 	kubectl, err := hosttools.Path("kubectl")
 	if err == nil {
@@ -26,19 +26,6 @@ func testInClusterClient(t *testing.T, e *labEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := clientcmd.LoadFromFile(e.state.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cfg.Clusters {
-		c.Server = "https://kubernetes.default.svc"
-	}
-	kc := filepath.Join(t.TempDir(), "config")
-	if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
-		t.Fatal(err)
-	}
-	e.cp.must("create", "secret", "generic", "incluster", "--from-file=config="+kc)
-	defer e.cp.kubectl("delete", "secret", "incluster")
 	pod := fmt.Sprintf(`
 apiVersion: v1
 kind: Pod
@@ -51,15 +38,20 @@ spec:
   - name: client
     image: busybox:1.36
     imagePullPolicy: IfNotPresent
-    command: [/opt/kubectl, --kubeconfig, /kube/config, --cache-dir, /tmp/kube-cache, get, --raw, /version]
+    command: [/opt/kubectl, --cache-dir, /tmp/kube-cache, auth, whoami, -o,
+      "jsonpath={.status.userInfo.username} {.status.userInfo.extra.authentication\\.kubernetes\\.io/pod-name}"]
     volumeMounts:
     - {name: kubectl, mountPath: /opt/kubectl, readOnly: true}
-    - {name: kube, mountPath: /kube, readOnly: true}
+    - {name: kube-api-access, mountPath: /var/run/secrets/kubernetes.io/serviceaccount, readOnly: true}
   volumes:
   - name: kubectl
     hostPath: {path: %s, type: File}
-  - name: kube
-    secret: {secretName: incluster}
+  - name: kube-api-access
+    projected:
+      sources:
+      - serviceAccountToken: {path: token, expirationSeconds: 3607}
+      - configMap: {name: kube-root-ca.crt, items: [{key: ca.crt, path: ca.crt}]}
+      - downwardAPI: {items: [{path: namespace, fieldRef: {fieldPath: metadata.namespace}}]}
 `, kubectl)
 	e.cp.mustStdin(pod, "apply", "-f", "-")
 	defer e.cp.kubectl("delete", "pod", "incluster", "--grace-period=0", "--force")
@@ -69,8 +61,8 @@ spec:
 		return phase == "Succeeded" || phase == "Failed"
 	})
 	out, _, _ := e.cp.kubectl("logs", "incluster")
-	if phase != "Succeeded" || !strings.Contains(out, `"gitVersion"`) {
-		t.Fatalf("in-cluster kubectl get --raw /version: %s: %s", phase, out)
+	if phase != "Succeeded" || strings.TrimSpace(out) != `system:serviceaccount:default:default ["incluster"]` {
+		t.Fatalf("in-cluster kubectl auth whoami: %s: %q", phase, out)
 	}
-	t.Logf("a pod's kubectl reached the API server as https://kubernetes.default.svc: %.80s", strings.Join(strings.Fields(out), " "))
+	t.Logf("a pod's kubectl reached the API server in-cluster as %s", strings.TrimSpace(out))
 }
