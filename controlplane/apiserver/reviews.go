@@ -1,14 +1,18 @@
 package apiserver
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 )
 
@@ -30,6 +34,18 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request, info reques
 		out, err = selfSubjectReview(r, review)
 	case *authenticationv1.TokenReview:
 		out, err = s.tokenReview(r, review)
+	case *authorizationv1.SelfSubjectAccessReview:
+		out, err = s.selfSubjectAccessReview(r, review)
+	case *authorizationv1.SubjectAccessReview:
+		out, err = s.subjectAccessReview(r.Context(), review.Spec, &review.Status, review)
+	case *authorizationv1.LocalSubjectAccessReview:
+		if review.Namespace == "" {
+			review.Namespace = info.Namespace
+		}
+		if ra := review.Spec.ResourceAttributes; ra == nil || ra.Namespace != info.Namespace || review.Namespace != info.Namespace {
+			return apierrors.NewBadRequest(fmt.Sprintf("spec.resourceAttributes.namespace must match the namespace of the request (%s)", info.Namespace))
+		}
+		out, err = s.subjectAccessReview(r.Context(), review.Spec, &review.Status, review)
 	default:
 		return apierrors.NewMethodNotSupported(groupResource(res), info.Verb)
 	}
@@ -93,4 +109,59 @@ func (s *Server) tokenReview(r *http.Request, review *authenticationv1.TokenRevi
 	review.Status.User = userInfo(resp.User)
 	review.Status.Audiences = resp.Audiences
 	return review, nil
+}
+
+// selfSubjectAccessReview asks the authorizer whether the caller may do
+// what the spec describes (kubectl auth can-i).
+func (s *Server) selfSubjectAccessReview(r *http.Request, review *authorizationv1.SelfSubjectAccessReview) (runtime.Object, error) {
+	u, ok := genericrequest.UserFrom(r.Context())
+	if !ok {
+		return nil, apierrors.NewInternalError(errNoUser)
+	}
+	if (review.Spec.ResourceAttributes == nil) == (review.Spec.NonResourceAttributes == nil) {
+		return nil, apierrors.NewBadRequest("exactly one of resourceAttributes and nonResourceAttributes must be set")
+	}
+	attrs := accessAttributes(u, review.Spec.ResourceAttributes, review.Spec.NonResourceAttributes)
+	review.Status = s.decide(r.Context(), attrs)
+	return review, nil
+}
+
+// subjectAccessReview asks the authorizer about the user the spec names,
+// writing the answer into status.
+func (s *Server) subjectAccessReview(ctx context.Context, spec authorizationv1.SubjectAccessReviewSpec,
+	status *authorizationv1.SubjectAccessReviewStatus, review runtime.Object) (runtime.Object, error) {
+	if (spec.ResourceAttributes == nil) == (spec.NonResourceAttributes == nil) {
+		return nil, apierrors.NewBadRequest("exactly one of resourceAttributes and nonResourceAttributes must be set")
+	}
+	if spec.User == "" && len(spec.Groups) == 0 {
+		return nil, apierrors.NewBadRequest("at least one of user or group must be specified")
+	}
+	u := &user.DefaultInfo{Name: spec.User, UID: spec.UID, Groups: spec.Groups}
+	if len(spec.Extra) > 0 {
+		u.Extra = make(map[string][]string, len(spec.Extra))
+		for k, v := range spec.Extra {
+			u.Extra[k] = v
+		}
+	}
+	*status = s.decide(ctx, accessAttributes(u, spec.ResourceAttributes, spec.NonResourceAttributes))
+	return review, nil
+}
+
+func accessAttributes(u user.Info, ra *authorizationv1.ResourceAttributes, nra *authorizationv1.NonResourceAttributes) *authorizer.AttributesRecord {
+	if nra != nil {
+		return &authorizer.AttributesRecord{User: u, Verb: nra.Verb, Path: nra.Path}
+	}
+	return &authorizer.AttributesRecord{User: u, Verb: ra.Verb, Namespace: ra.Namespace, APIGroup: ra.Group,
+		APIVersion: ra.Version, Resource: ra.Resource, Subresource: ra.Subresource, Name: ra.Name, ResourceRequest: true}
+}
+
+// decide is the authorizer's answer as an access review's status.
+func (s *Server) decide(ctx context.Context, attrs authorizer.Attributes) authorizationv1.SubjectAccessReviewStatus {
+	decision, reason, err := s.cfg.Authz.Authorize(ctx, attrs)
+	st := authorizationv1.SubjectAccessReviewStatus{Allowed: decision == authorizer.DecisionAllow,
+		Denied: decision == authorizer.DecisionDeny, Reason: reason}
+	if err != nil {
+		st.EvaluationError = err.Error()
+	}
+	return st
 }

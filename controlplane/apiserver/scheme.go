@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -26,7 +27,7 @@ import (
 func newProtobufSerializer() (runtime.Serializer, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, appsv1.AddToScheme, authenticationv1.AddToScheme, coordinationv1.AddToScheme,
+		corev1.AddToScheme, appsv1.AddToScheme, authenticationv1.AddToScheme, authorizationv1.AddToScheme, coordinationv1.AddToScheme,
 		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
 		eventsv1.AddToScheme, batchv1.AddToScheme,
 		policyv1.AddToScheme, schedulingv1.AddToScheme, metav1.AddMetaToScheme,

@@ -52,6 +52,7 @@ func All(opts Options) []*Resource {
 		selfSubjectReviewResource(),
 		tokenReviewResource(),
 	}
+	resources = append(resources, accessReviewResources()...)
 	for _, r := range resources {
 		if !r.Review {
 			useUpstream(r, v)

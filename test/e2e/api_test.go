@@ -225,6 +225,12 @@ func TestKubeconfigCommand(t *testing.T) {
 		t.Errorf("kubectl --as dave --as-group devs auth whoami: %v: %s", err, out)
 	}
 
+	// kubectl auth can-i asks the API server's authorizer.
+	if out, err := hosttools.Command("kubectl", "--kubeconfig", file, "auth", "can-i", "create", "pods").CombinedOutput(); err != nil ||
+		strings.TrimSpace(string(out)) != "yes" {
+		t.Errorf("kubectl auth can-i create pods: %v: %s", err, out)
+	}
+
 	// kubectl create token: the token alone (no client certificate)
 	// authenticates as the ServiceAccount.
 	cp.must("create", "serviceaccount", "robot")
