@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	appsv1api "k8s.io/api/apps/v1"
+	batchv1api "k8s.io/api/batch/v1"
+	corev1api "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -28,6 +31,20 @@ var (
 	templatePath    = field.NewPath("spec", "template")
 	jobTemplatePath = field.NewPath("spec", "jobTemplate", "spec")
 )
+
+// Warns reports whether upstream's strategy for obj's kind has warnings.
+// Kinds without any get no warning hooks, so their creates and updates
+// (Leases, Events, EndpointSlices: the busiest writes) are not converted
+// to the internal types a second time for nothing.
+func Warns(obj runtime.Object) bool {
+	switch obj.(type) {
+	case *corev1api.Pod, *corev1api.PodTemplate, *corev1api.ReplicationController, *corev1api.Service,
+		*corev1api.PersistentVolumeClaim, *appsv1api.Deployment, *appsv1api.ReplicaSet, *appsv1api.DaemonSet,
+		*appsv1api.StatefulSet, *batchv1api.Job, *batchv1api.CronJob:
+		return true
+	}
+	return false
+}
 
 // WarningsOnCreate returns upstream's warnings for creating obj, a valid
 // object after defaulting.

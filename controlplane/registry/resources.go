@@ -75,8 +75,10 @@ func useUpstream(r *Resource, v *apivalidation.Validator) {
 	}
 	r.Validate = v.Validate
 	r.ValidateUpdate = v.ValidateUpdate
-	r.WarningsOnCreate = v.WarningsOnCreate
-	r.WarningsOnUpdate = v.WarningsOnUpdate
+	if apivalidation.Warns(r.New()) {
+		r.WarningsOnCreate = v.WarningsOnCreate
+		r.WarningsOnUpdate = v.WarningsOnUpdate
+	}
 	if r.HasSubresource("status") {
 		r.ValidateStatusUpdate = v.ValidateStatusUpdate
 	}

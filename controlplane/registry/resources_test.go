@@ -134,3 +134,16 @@ func TestFields(t *testing.T) {
 		t.Errorf("node fields = %v", got)
 	}
 }
+
+// Only kinds whose upstream strategy warns get warning hooks: the others'
+// writes are not converted again for nothing.
+func TestWarningHooks(t *testing.T) {
+	warned := map[string]bool{"pods": true, "podtemplates": true, "replicationcontrollers": true, "services": true,
+		"persistentvolumeclaims": true, "deployments": true, "replicasets": true, "daemonsets": true,
+		"statefulsets": true, "jobs": true, "cronjobs": true}
+	for _, r := range All(DefaultOptions()) {
+		if got := r.WarningsOnCreate != nil && r.WarningsOnUpdate != nil; got != warned[r.Name] {
+			t.Errorf("%s %s: warning hooks %v, want %v", r.GroupVersion, r.Name, got, warned[r.Name])
+		}
+	}
+}
