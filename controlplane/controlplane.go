@@ -26,6 +26,7 @@ import (
 
 	"github.com/nodelet/nodelet/buildinfo"
 	"github.com/nodelet/nodelet/controlplane/apiserver"
+	"github.com/nodelet/nodelet/controlplane/apivalidation"
 	"github.com/nodelet/nodelet/controlplane/nodeclient"
 	"github.com/nodelet/nodelet/controlplane/nodemetrics"
 	"github.com/nodelet/nodelet/controlplane/pki"
@@ -170,7 +171,8 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	resources := registry.All(c.cfg.Registry)
+	validator := apivalidation.New()
+	resources := registry.AllWith(c.cfg.Registry, validator)
 	tokens, err := c.serviceAccountTokens(store, resources)
 	if err != nil {
 		return err
@@ -193,6 +195,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		Store:            store,
 		Resources:        resources,
 		Tokens:           tokens,
+		Validator:        validator,
 		Address:          net.JoinHostPort(c.cfg.BindAddress, strconv.Itoa(c.cfg.SecurePort)),
 		TLS:              bundle.TLSConfig(),
 		Authn:            authn,

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/nodelet/nodelet/controlplane/apivalidation"
 	"github.com/nodelet/nodelet/controlplane/registry"
 	"github.com/nodelet/nodelet/controlplane/storage"
 )
@@ -42,6 +43,10 @@ type Config struct {
 	// Tokens, when set, serves serviceaccounts/token (TokenRequest) and
 	// the issuer's discovery documents.
 	Tokens TokenIssuer
+	// Validator is upstream's defaulting and validation for what is not a
+	// stored kind (TokenRequest): the registry's (registry.AllWith), so
+	// the process holds one scheme. Nil: a validator of the server's own.
+	Validator *apivalidation.Validator
 	// ServiceCIDR is where Service cluster IPs come from (default 10.96.0.0/12).
 	ServiceCIDR  string
 	MaxBodyBytes int64
@@ -80,6 +85,9 @@ type Server struct {
 	watches   *watchCache
 	protobuf  runtime.Serializer
 	codec     objectCodec
+	// validator defaults and validates what is not a stored kind
+	// (TokenRequest) with upstream's code.
+	validator *apivalidation.Validator
 }
 
 // New validates cfg and builds a Server.
@@ -121,6 +129,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.codec = objectCodec{proto: s.protobuf}
+	if s.validator = cfg.Validator; s.validator == nil {
+		s.validator = apivalidation.New()
+	}
 	alloc, err := newAdmission(s, cfg.ServiceCIDR)
 	if err != nil {
 		return nil, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/nodelet/nodelet/controlplane/registry"
 	"github.com/nodelet/nodelet/controlplane/storage"
@@ -51,14 +49,6 @@ func writeRawJSON(w http.ResponseWriter, body []byte) {
 	w.Write(body)
 }
 
-// Upstream's limits on a token's lifetime (pkg/apis/authentication/
-// validation) and its default (an hour).
-const (
-	minTokenSeconds     = 10 * 60
-	maxTokenSeconds     = math.MaxUint32
-	defaultTokenSeconds = 60 * 60
-)
-
 // serveTokenRequest answers serviceaccounts/token (kubectl create token):
 // a token for the account, bound to a pod, secret or node of the request's
 // choosing, which must exist (with the uid given, if any).
@@ -83,13 +73,10 @@ func (s *Server) serveTokenRequest(w http.ResponseWriter, r *http.Request, info 
 		return err
 	}
 	addWarnings(w, warnings)
-	if req.Spec.ExpirationSeconds == nil {
-		req.Spec.ExpirationSeconds = ptrTo(int64(defaultTokenSeconds))
-	}
 	if len(req.Spec.Audiences) == 0 {
 		req.Spec.Audiences = s.cfg.Tokens.Audiences()
 	}
-	if errs := validateTokenRequest(req); len(errs) > 0 {
+	if errs := s.validator.TokenRequest(req); len(errs) > 0 {
 		return apierrors.NewInvalid(schema.GroupKind{Group: authenticationv1.GroupName, Kind: "TokenRequest"}, sa.Name, errs)
 	}
 	bound, err := s.boundObjects(ctx, info.Namespace, req.Spec.BoundObjectRef)
@@ -104,19 +91,6 @@ func (s *Server) serveTokenRequest(w http.ResponseWriter, r *http.Request, info 
 	req.Status = authenticationv1.TokenRequestStatus{Token: token, ExpirationTimestamp: metav1.NewTime(exp)}
 	req.TypeMeta = metav1.TypeMeta{APIVersion: authenticationv1.SchemeGroupVersion.String(), Kind: "TokenRequest"}
 	writeJSON(w, http.StatusCreated, req)
-	return nil
-}
-
-// validateTokenRequest is upstream's ValidateTokenRequest: a lifetime of
-// at least ten minutes and at most 2^32 seconds.
-func validateTokenRequest(tr *authenticationv1.TokenRequest) field.ErrorList {
-	p := field.NewPath("spec", "expirationSeconds")
-	switch exp := *tr.Spec.ExpirationSeconds; {
-	case exp < minTokenSeconds:
-		return field.ErrorList{field.Invalid(p, exp, "may not specify a duration less than 10 minutes")}
-	case exp > maxTokenSeconds:
-		return field.ErrorList{field.TooLong(p, exp, maxTokenSeconds)}
-	}
 	return nil
 }
 
@@ -165,8 +139,6 @@ func (s *Server) boundObjects(ctx context.Context, ns string, ref *authenticatio
 	}
 	return b, nil
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // ObjectGetter reads the objects a ServiceAccount token names straight
 // from storage (upstream's ServiceAccountTokenGetter), for the token

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/kubernetes/pkg/apis/apps"
 	appsv1 "k8s.io/kubernetes/pkg/apis/apps/v1"
+	"k8s.io/kubernetes/pkg/apis/authentication"
+	authenticationapiv1 "k8s.io/kubernetes/pkg/apis/authentication/v1"
 	"k8s.io/kubernetes/pkg/apis/autoscaling"
 	autoscalingv1 "k8s.io/kubernetes/pkg/apis/autoscaling/v1"
 	autoscalingv2 "k8s.io/kubernetes/pkg/apis/autoscaling/v2"
@@ -59,6 +61,7 @@ func New() *Validator {
 		scheduling.AddToScheme, schedulingv1.AddToScheme,
 		autoscaling.AddToScheme, autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
 		events.AddToScheme, eventsapiv1.AddToScheme,
+		authentication.AddToScheme, authenticationapiv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("apivalidation: build the scheme: %v", err))

@@ -19,7 +19,12 @@ func DefaultOptions() Options {
 // (callers may modify what they get). Resources of the same group version
 // are adjacent and ordered as upstream's discovery lists them.
 func All(opts Options) []*Resource {
-	v := apivalidation.New()
+	return AllWith(opts, apivalidation.New())
+}
+
+// AllWith is All on the validator v, which the caller shares (its scheme
+// is the largest thing the registry holds).
+func AllWith(opts Options, v *apivalidation.Validator) []*Resource {
 	events := eventResource()
 	hpa := horizontalPodAutoscalerResource()
 	resources := []*Resource{
