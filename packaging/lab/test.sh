@@ -36,7 +36,14 @@ if [ -z "$deb" ]; then
 	[ -n "$deb" ] || die "no _output/deb/nodelet_*_amd64.deb; run make deb"
 fi
 if [ -e "/run/netns/$VM_LAB_NETNS" ] || [ -f "$VM_LAB_STATE/env" ]; then
-	die "a VM lab is up already; make vm-lab-down first (the test makes its own)"
+	# A lab with nothing running in it is what a killed run leaves behind
+	# (SIGKILL skips the trap): clear it. A live lab is someone's, so refuse.
+	mapfile -t live < <(lab_pids)
+	if [ ${#live[@]} -gt 0 ]; then
+		die "a VM lab is up already (pids ${live[*]}); make vm-lab-down first (the test makes its own)"
+	fi
+	log "clearing what a killed VM lab left behind (no process of it runs)"
+	"$LAB_DIR/down.sh"
 fi
 
 SSH=$LAB_DIR/ssh.sh
