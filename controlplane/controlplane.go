@@ -21,10 +21,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/nodelet/nodelet/buildinfo"
+	"github.com/nodelet/nodelet/controlplane/admissionplugins"
 	"github.com/nodelet/nodelet/controlplane/apiserver"
 	"github.com/nodelet/nodelet/controlplane/apivalidation"
 	"github.com/nodelet/nodelet/controlplane/nodeclient"
@@ -191,10 +193,15 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	admit, admitInformers, err := c.admissionChain(bundle, validator)
+	if err != nil {
+		return err
+	}
 	srv, err := apiserver.New(apiserver.Config{
 		Store:            store,
 		Resources:        resources,
 		Tokens:           tokens,
+		Admission:        admit,
 		Validator:        validator,
 		Address:          net.JoinHostPort(c.cfg.BindAddress, strconv.Itoa(c.cfg.SecurePort)),
 		TLS:              bundle.TLSConfig(),
@@ -223,6 +230,14 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	// Serve does its start-up writes (system namespaces, the kubernetes
 	// Service) before it accepts requests; components retry until then.
 	g.Go(func() error { return srv.Serve(ctx, ln) })
+	// The plugins' informers list and watch through the loopback client;
+	// until the server answers, their reflectors retry.
+	g.Go(func() error {
+		admitInformers.Start(ctx.Done())
+		<-ctx.Done()
+		admitInformers.Shutdown()
+		return nil
+	})
 	g.Go(func() error {
 		err := c.runComponents(ctx, bundle, schedMetrics)
 		if ctx.Err() != nil {
@@ -348,4 +363,24 @@ func (c *ControlPlane) serviceAccountTokens(store storage.Store, resources []*re
 		return nil, err
 	}
 	return satoken.New(satoken.Config{Key: key, Getter: getter})
+}
+
+// admissionChain builds upstream's admission plugins with their own
+// loopback client and informers, under kube-apiserver's loopback identity
+// (system:apiserver, group system:masters).
+func (c *ControlPlane) admissionChain(bundle *pki.Bundle, v *apivalidation.Validator) (*admissionplugins.Chain, informers.SharedInformerFactory, error) {
+	cfg, err := c.clientConfig(bundle, "system:apiserver", -1, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admission client: %w", err)
+	}
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	chain, err := admissionplugins.New(admissionplugins.Config{Validator: v, Client: cs, Informers: factory})
+	if err != nil {
+		return nil, nil, err
+	}
+	return chain, factory, nil
 }

@@ -161,7 +161,7 @@ func buildImages(dir string) error {
 
 // startControlPlane starts the control plane inside the lab namespace and
 // the forwarder to it, writes the host's admin kubeconfig and waits for
-// /readyz through the forwarder.
+// /readyz through the forwarder, then for the default ServiceAccount.
 func startControlPlane(ctx context.Context, cfg *Config, st *State) error {
 	cp := &st.ControlPlane
 	cfg.logf("starting the control plane in %s (log %s)", st.NetNS, cp.Log)
@@ -193,7 +193,10 @@ func startControlPlane(ctx context.Context, cfg *Config, st *State) error {
 		return err
 	}
 	fwd := watched{what: "the forwarder", pid: st.ForwarderPID, argv: st.ForwarderArgs, log: st.ForwarderLog}
-	return waitFor(ctx, "the API server's /readyz at "+cp.HostURL, 2*time.Minute, []watched{cpProc, fwd}, apiReady(cs))
+	if err := waitFor(ctx, "the API server's /readyz at "+cp.HostURL, 2*time.Minute, []watched{cpProc, fwd}, apiReady(cs)); err != nil {
+		return err
+	}
+	return waitFor(ctx, "the default ServiceAccount", time.Minute, []watched{cpProc, fwd}, defaultAccountReady(cs))
 }
 
 // writeKubeconfig has the control plane sign a client certificate for

@@ -91,6 +91,21 @@ func apiReady(cs *kubernetes.Clientset) func(context.Context) (bool, error) {
 	}
 }
 
+// defaultAccountReady checks that the default namespace has its default
+// ServiceAccount and kube-root-ca.crt, which the control plane's
+// controllers create shortly after it starts: a pod created before them is
+// refused by the ServiceAccount admission plugin or waits for its token
+// volume, so the lab, as upstream's e2e framework, waits for both.
+func defaultAccountReady(cs *kubernetes.Clientset) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		if _, err := cs.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			return false, err
+		}
+		_, err := cs.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		return err == nil, err
+	}
+}
+
 // nodesReady checks that every named Node exists with Ready=True.
 func nodesReady(cs *kubernetes.Clientset, names []string) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {

@@ -22,15 +22,16 @@ const (
 	nodePortMax = 32767
 )
 
-// admission holds the checks and allocations that need state beyond the
-// object itself: the namespace lifecycle, and Service cluster IPs and node
+// ownAdmission holds the checks and allocations that need state beyond the
+// object itself, done by the server rather than by a plugin of the chain
+// (admit.go): the namespace lifecycle, and Service cluster IPs and node
 // ports.
 //
 // Allocations are derived from the stored Services plus the reservations
 // of creates still in flight, so nothing leaks across crashes or failed
 // creates. One API server owns allocation; with several (etcd), it moves
 // into storage.
-type admission struct {
+type ownAdmission struct {
 	s       *Server
 	cidr    netip.Prefix
 	mu      sync.Mutex
@@ -38,17 +39,17 @@ type admission struct {
 	ports   map[int32]bool
 }
 
-func newAdmission(s *Server, serviceCIDR string) (*admission, error) {
+func newAdmission(s *Server, serviceCIDR string) (*ownAdmission, error) {
 	p, err := netip.ParsePrefix(serviceCIDR)
 	if err != nil || !p.Addr().Is4() || p.Bits() > 30 {
 		return nil, fmt.Errorf("service CIDR %q: want an IPv4 prefix of /30 or larger", serviceCIDR)
 	}
-	return &admission{s: s, cidr: p.Masked(), pending: map[netip.Addr]bool{}, ports: map[int32]bool{}}, nil
+	return &ownAdmission{s: s, cidr: p.Masked(), pending: map[netip.Addr]bool{}, ports: map[int32]bool{}}, nil
 }
 
 // admitCreate runs before defaults and validation on every create: the
 // namespace lifecycle, then the Priority step (priority.go).
-func (a *admission) admitCreate(ctx context.Context, res *registry.Resource, obj runtime.Object) error {
+func (a *ownAdmission) admitCreate(ctx context.Context, res *registry.Resource, obj runtime.Object) error {
 	if err := a.admitNamespace(ctx, res, obj); err != nil {
 		return err
 	}
@@ -57,7 +58,7 @@ func (a *admission) admitCreate(ctx context.Context, res *registry.Resource, obj
 
 // admitNamespace: objects may not be created in a missing or terminating
 // namespace, as upstream's NamespaceLifecycle plugin enforces.
-func (a *admission) admitNamespace(ctx context.Context, res *registry.Resource, obj runtime.Object) error {
+func (a *ownAdmission) admitNamespace(ctx context.Context, res *registry.Resource, obj runtime.Object) error {
 	if !res.Namespaced {
 		return nil
 	}
@@ -89,7 +90,7 @@ func (a *admission) admitNamespace(ctx context.Context, res *registry.Resource, 
 // allocate gives a Service its cluster IP and node ports, after defaults
 // and before validation. The returned func ends the reservation and must
 // be called once the object is stored or abandoned.
-func (a *admission) allocate(ctx context.Context, obj runtime.Object) (func(), error) {
+func (a *ownAdmission) allocate(ctx context.Context, obj runtime.Object) (func(), error) {
 	svc, ok := obj.(*corev1.Service)
 	if !ok || a.s.Resource("", "services") == nil {
 		return func() {}, nil
@@ -126,7 +127,7 @@ func (a *admission) allocate(ctx context.Context, obj runtime.Object) (func(), e
 
 // usedLocked collects the cluster IPs and node ports held by stored
 // Services other than svc, and by reservations in flight.
-func (a *admission) usedLocked(ctx context.Context, svc *corev1.Service) (map[netip.Addr]bool, map[int32]bool, error) {
+func (a *ownAdmission) usedLocked(ctx context.Context, svc *corev1.Service) (map[netip.Addr]bool, map[int32]bool, error) {
 	items, _, err := a.s.listMatching(ctx, requestInfo{Resource: a.s.Resource("", "services")}, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list services for allocation: %w", err)
@@ -157,7 +158,7 @@ func (a *admission) usedLocked(ctx context.Context, svc *corev1.Service) (map[ne
 
 // clusterIPLocked picks or checks the Service's cluster IP. It returns the
 // address newly reserved (invalid when none is).
-func (a *admission) clusterIPLocked(svc *corev1.Service, used map[netip.Addr]bool) (netip.Addr, error) {
+func (a *ownAdmission) clusterIPLocked(svc *corev1.Service, used map[netip.Addr]bool) (netip.Addr, error) {
 	if svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		return netip.Addr{}, nil
 	}
@@ -203,7 +204,7 @@ func lastAddr(p netip.Prefix) netip.Addr {
 // nodePortsLocked gives NodePort and LoadBalancer Services a node port per
 // port that lacks one, and checks requested ones. It returns the ports
 // newly reserved.
-func (a *admission) nodePortsLocked(svc *corev1.Service, used map[int32]bool) ([]int32, error) {
+func (a *ownAdmission) nodePortsLocked(svc *corev1.Service, used map[int32]bool) ([]int32, error) {
 	if svc.Spec.Type != corev1.ServiceTypeNodePort && svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return nil, nil
 	}

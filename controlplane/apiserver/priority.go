@@ -130,7 +130,7 @@ func checkGlobalDefault(pc *schedulingv1.PriorityClass, classes []*schedulingv1.
 
 // priorityClasses reads every stored PriorityClass (none when the
 // resource is not served).
-func (a *admission) priorityClasses(ctx context.Context) ([]*schedulingv1.PriorityClass, error) {
+func (a *ownAdmission) priorityClasses(ctx context.Context) ([]*schedulingv1.PriorityClass, error) {
 	res := a.s.Resource(schedulingv1.GroupName, "priorityclasses")
 	if res == nil {
 		return nil, nil
@@ -152,7 +152,7 @@ func (a *admission) priorityClasses(ctx context.Context) ([]*schedulingv1.Priori
 // pods get their priority on create and keep it on update; a
 // PriorityClass may not become a second globalDefault. Subresources are
 // not admitted, as upstream.
-func (a *admission) admitPriority(ctx context.Context, res *registry.Resource, obj, old runtime.Object) error {
+func (a *ownAdmission) admitPriority(ctx context.Context, res *registry.Resource, obj, old runtime.Object) error {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		if !isCorePods(res) {

@@ -14,6 +14,7 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/nodelet/nodelet/controlplane/registry"
@@ -199,6 +200,9 @@ func (s *Server) createOnce(ctx context.Context, res *registry.Resource, obj run
 	if res.Default != nil {
 		res.Default(obj)
 	}
+	if err := s.admit(ctx, res, "", admission.Create, obj, nil, dryRun); err != nil {
+		return err
+	}
 	if res.PrepareForCreate != nil {
 		res.PrepareForCreate(obj)
 	}
@@ -208,6 +212,9 @@ func (s *Server) createOnce(ctx context.Context, res *registry.Resource, obj run
 	}
 	defer release()
 	if err := validateCreate(res, obj); err != nil {
+		return err
+	}
+	if err := s.validateAdmission(ctx, res, "", admission.Create, obj, nil, dryRun); err != nil {
 		return err
 	}
 	if res.WarningsOnCreate != nil {
@@ -313,7 +320,13 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 				return nil, err
 			}
 		}
+		if err := s.admit(ctx, res, sub, admission.Update, obj, cur, dryRun); err != nil {
+			return nil, err
+		}
 		if err := s.prepareUpdate(res, sub, obj, cur); err != nil {
+			return nil, err
+		}
+		if err := s.validateAdmission(ctx, res, sub, admission.Update, obj, cur, dryRun); err != nil {
 			return nil, err
 		}
 		if sub == "" && res.WarningsOnUpdate != nil {

@@ -43,6 +43,9 @@ type Config struct {
 	// Tokens, when set, serves serviceaccounts/token (TokenRequest) and
 	// the issuer's discovery documents.
 	Tokens TokenIssuer
+	// Admission, when set, is the chain of admission plugins every create
+	// and update of a request passes (see admit.go).
+	Admission Admission
 	// Validator is upstream's defaulting and validation for what is not a
 	// stored kind (TokenRequest): the registry's (registry.AllWith), so
 	// the process holds one scheme. Nil: a validator of the server's own.
@@ -81,7 +84,7 @@ type Server struct {
 	log       *slog.Logger
 	resources map[schema.GroupVersion]map[string]*registry.Resource
 	byGR      map[schema.GroupResource]*registry.Resource
-	admission *admission
+	admission *ownAdmission
 	watches   *watchCache
 	protobuf  runtime.Serializer
 	codec     objectCodec

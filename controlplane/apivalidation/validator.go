@@ -125,6 +125,25 @@ func (v *Validator) Convert(in, out runtime.Object) error {
 	return nil
 }
 
+// Internal returns obj (a v1 object, left unchanged) as its internal
+// type, for code of upstream's that works on those (admission plugins).
+func (v *Validator) Internal(obj runtime.Object) (runtime.Object, error) {
+	return v.toInternal(obj.DeepCopyObject())
+}
+
+// External converts an internal object back into out, a v1 object of the
+// same kind, replacing all of out's fields. in must not be used after.
+func (v *Validator) External(in, out runtime.Object) error {
+	if err := v.scheme.Convert(in, out, nil); err != nil {
+		return fmt.Errorf("convert %T to %T: %w", in, out, err)
+	}
+	return nil
+}
+
+// Scheme is the scheme of the served groups' v1 and internal types. It
+// must not be changed.
+func (v *Validator) Scheme() *runtime.Scheme { return v.scheme }
+
 // eventVersion is the version an Event was sent in: upstream validates
 // events.k8s.io/v1 Events more strictly than core/v1 ones.
 func eventVersion(obj runtime.Object) schema.GroupVersion {

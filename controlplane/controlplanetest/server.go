@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +36,10 @@ type Options struct {
 	// Metrics, if set, serves metrics.k8s.io (nodemetrics in a real
 	// control plane; a fake in tests of the autoscaler).
 	Metrics apiserver.MetricsSource
+	// Admission, if set, builds the admission chain from a loopback admin
+	// config (the chain's informers and client talk to this server; they
+	// are used only once it serves).
+	Admission func(tb testing.TB, loopback *rest.Config) apiserver.Admission
 }
 
 // Server is a running test API server.
@@ -69,9 +74,37 @@ func Start(tb testing.TB, opts Options) *Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// The listener comes first, so that its URL is known to the admission
+	// chain's loopback client; requests wait for the handler.
+	var handler http.Handler
+	built := make(chan struct{})
+	release := sync.OnceFunc(func() { close(built) })
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-built
+		if handler == nil { // the test failed before the server was built
+			http.Error(w, "no server", http.StatusServiceUnavailable)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	}))
+	ts.TLS = bundle.TLSConfig()
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	s := &Server{Store: store, HTTP: ts, Bundle: bundle}
+	s.Config = s.UserConfig(tb, "admin", "system:masters")
+	tb.Cleanup(func() {
+		release()
+		ts.CloseClientConnections()
+		ts.Close()
+		store.Close()
+	})
+	var admit apiserver.Admission
+	if opts.Admission != nil {
+		admit = opts.Admission(tb, s.UserConfig(tb, "system:apiserver", "system:masters"))
+	}
 	api, err := apiserver.New(apiserver.Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
 		Authn: authn, Authz: apiserver.AllowAuthenticated, Log: log,
-		Metrics: opts.Metrics})
+		Metrics: opts.Metrics, Admission: admit})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -80,21 +113,12 @@ func Start(tb testing.TB, opts Options) *Server {
 	if err := api.EnsureDefaults(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	var h http.Handler = api.Handler()
+	s.API = api
+	handler = api.Handler()
 	if opts.Wrap != nil {
-		h = opts.Wrap(h)
+		handler = opts.Wrap(handler)
 	}
-	ts := httptest.NewUnstartedServer(h)
-	ts.TLS = bundle.TLSConfig()
-	ts.EnableHTTP2 = true
-	ts.StartTLS()
-	s := &Server{API: api, Store: store, HTTP: ts, Bundle: bundle}
-	s.Config = s.UserConfig(tb, "admin", "system:masters")
-	tb.Cleanup(func() {
-		ts.CloseClientConnections()
-		ts.Close()
-		store.Close()
-	})
+	release()
 	return s
 }
 

@@ -85,8 +85,12 @@ func startControlPlane(t testing.TB, dataDir string, port int, extraArgs ...stri
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err := os.Stat(cp.kubeconfig); err == nil {
+			// Ready, and the default namespace has what every pod of
+			// it needs (upstream's e2e framework waits for the same).
 			if out, _, err := cp.kubectl("get", "--raw", "/readyz"); err == nil && strings.TrimSpace(out) == "ok" {
-				return cp
+				if _, _, err := cp.kubectl("get", "serviceaccount/default", "configmap/kube-root-ca.crt"); err == nil {
+					return cp
+				}
 			}
 		}
 		if time.Now().After(deadline) {

@@ -74,4 +74,7 @@ func TestHorizontalPodAutoscalerOnRealNode(t *testing.T) {
 	}
 	cp.must("delete", "hpa", "burn")
 	cp.must("delete", "deployment", "burn", "--wait=true", "--timeout=60s")
+	// The node ends with nothing of the pods (their token volumes are
+	// mounts): the Deployment's deletion only starts theirs.
+	waitUntil(t, 60*time.Second, "nothing of the pods left on the node", func() bool { return len(node.leftovers(t)) == 0 })
 }

@@ -13,8 +13,9 @@ import (
 // testInClusterClient runs a client-go program in a pod on the lab's
 // node2 (the host's kubectl, a static binary, mounted by hostPath) with
 // in-cluster configuration and nothing else: the projected volume upstream's
-// ServiceAccount admission adds (a token of the pod's account bound to the
-// pod, kube-root-ca.crt, the namespace) at the path client-go reads, and
+// ServiceAccount admission plugin adds to the pod as it is created (a token
+// of the default account bound to the pod, kube-root-ca.crt, the
+// namespace; the manifest names none) at the path client-go reads, and
 // the KUBERNETES_SERVICE_HOST/PORT the node sets. The kubernetes Service's
 // rules and the API server's certificate (which names the service IP) let
 // it in, and it is the ServiceAccount, bound to its pod.
@@ -42,16 +43,9 @@ spec:
       "jsonpath={.status.userInfo.username} {.status.userInfo.extra.authentication\\.kubernetes\\.io/pod-name}"]
     volumeMounts:
     - {name: kubectl, mountPath: /opt/kubectl, readOnly: true}
-    - {name: kube-api-access, mountPath: /var/run/secrets/kubernetes.io/serviceaccount, readOnly: true}
   volumes:
   - name: kubectl
     hostPath: {path: %s, type: File}
-  - name: kube-api-access
-    projected:
-      sources:
-      - serviceAccountToken: {path: token, expirationSeconds: 3607}
-      - configMap: {name: kube-root-ca.crt, items: [{key: ca.crt, path: ca.crt}]}
-      - downwardAPI: {items: [{path: namespace, fieldRef: {fieldPath: metadata.namespace}}]}
 `, kubectl)
 	e.cp.mustStdin(pod, "apply", "-f", "-")
 	defer e.cp.kubectl("delete", "pod", "incluster", "--grace-period=0", "--force")

@@ -46,10 +46,10 @@ type workloadCluster struct {
 }
 
 // noTokenEnv, set to 1, adds automountServiceAccountToken: false to the
-// pod templates. Upstream's ServiceAccount admission gives every pod a
-// projected token volume (a TokenRequest and a tmpfs mount per pod on the
-// kubelet); our control plane mounts no token. With it set, upstream's
-// numbers leave that work out.
+// pod templates. Upstream's ServiceAccount admission plugin, which both
+// control planes run, gives every pod a projected token volume (a
+// TokenRequest and a tmpfs mount per pod on the node); with it set, both
+// leave that work out.
 const noTokenEnv = "NODELET_BENCH_NO_SA_TOKEN"
 
 // podSpecExtra is what noTokenEnv adds under each template's spec.
