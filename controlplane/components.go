@@ -8,7 +8,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/nodelet/nodelet/controlplane/authorization"
 	"github.com/nodelet/nodelet/controlplane/controllers/endpoints"
 	"github.com/nodelet/nodelet/controlplane/controllers/garbagecollector"
 	"github.com/nodelet/nodelet/controlplane/controllers/namespace"
@@ -30,9 +33,9 @@ import (
 )
 
 // clientConfig is a loopback client config for a control-plane component,
-// authenticated by a client certificate signed for it.
-func (c *ControlPlane) clientConfig(bundle *pki.Bundle, user string, qps float32, burst int) (*rest.Config, error) {
-	certPEM, keyPEM, err := bundle.SignClientCert(user, []string{"system:masters"}, 365*24*time.Hour)
+// authenticated by a client certificate signed for user in groups.
+func (c *ControlPlane) clientConfig(bundle *pki.Bundle, user string, groups []string, qps float32, burst int) (*rest.Config, error) {
+	certPEM, keyPEM, err := bundle.SignClientCert(user, groups, 365*24*time.Hour)
 	if err != nil {
 		return nil, fmt.Errorf("client certificate for %s: %w", user, err)
 	}
@@ -46,13 +49,17 @@ func (c *ControlPlane) clientConfig(bundle *pki.Bundle, user string, qps float32
 // holds the leader lease. The API server must already be serving.
 // schedMetrics outlives each term as leader, so the series carry on.
 func (c *ControlPlane) runComponents(ctx context.Context, bundle *pki.Bundle, schedMetrics *scheduler.Metrics) error {
-	ctrlCfg, err := c.clientConfig(bundle, "system:kube-controller-manager", 200, 400)
+	// The controller manager's own identity lists and watches for the
+	// shared informers and holds the Lease; each controller writes as its
+	// own ServiceAccount (serviceAccountConfig), as upstream's
+	// kube-controller-manager with --use-service-account-credentials.
+	ctrlCfg, err := c.clientConfig(bundle, authorization.ControllerManagerUser, nil, 200, 400)
 	if err != nil {
 		return err
 	}
 	// The scheduler binds thousands of pods a second on big clusters: no
 	// client-side limit on loopback.
-	schedCfg, err := c.clientConfig(bundle, "system:kube-scheduler", -1, 0)
+	schedCfg, err := c.clientConfig(bundle, authorization.SchedulerUser, nil, -1, 0)
 	if err != nil {
 		return err
 	}
@@ -61,22 +68,27 @@ func (c *ControlPlane) runComponents(ctx context.Context, bundle *pki.Bundle, sc
 		return err
 	}
 	host, _ := os.Hostname()
-	lease := leader.Config{Client: cs, Namespace: "kube-system", Name: "nodelet-controlplane",
+	lease := leader.Config{Client: cs, Namespace: "kube-system", Name: authorization.LeaderLease,
 		Identity: host + "_" + string(uuid.NewUUID()), Log: c.cfg.Log}
-	if c.cfg.DisableLeaderElection {
-		return c.lead(ctx, ctrlCfg, schedCfg, schedMetrics)
+	accounts := func(name string) (*rest.Config, error) {
+		return c.clientConfig(bundle, serviceaccount.MakeUsername(metav1.NamespaceSystem, name),
+			serviceaccount.MakeGroupNames(metav1.NamespaceSystem), 200, 400)
 	}
-	return leader.Run(ctx, lease, func(ctx context.Context) error { return c.lead(ctx, ctrlCfg, schedCfg, schedMetrics) })
+	if c.cfg.DisableLeaderElection {
+		return c.lead(ctx, ctrlCfg, schedCfg, accounts, schedMetrics)
+	}
+	return leader.Run(ctx, lease, func(ctx context.Context) error { return c.lead(ctx, ctrlCfg, schedCfg, accounts, schedMetrics) })
 }
+
+// accountConfig returns the client config of a controller's ServiceAccount
+// in kube-system (a client certificate naming the account and its groups,
+// which RBAC matches as it matches the account's tokens).
+type accountConfig func(name string) (*rest.Config, error)
 
 // lead builds every controller and the scheduler, starts their informers
 // and runs them until ctx ends or one fails.
-func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config, schedMetrics *scheduler.Metrics) error {
+func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config, accounts accountConfig, schedMetrics *scheduler.Metrics) error {
 	cs, err := kubernetes.NewForConfig(ctrlCfg)
-	if err != nil {
-		return err
-	}
-	meta, err := metadata.NewForConfig(ctrlCfg)
 	if err != nil {
 		return err
 	}
@@ -92,13 +104,13 @@ func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config,
 	defer schedEvents.Shutdown()
 
 	log := c.cfg.Log
-	runs, err := buildControllers(c.cfg, cs, meta, factory, ctrlRecorder)
+	runs, err := buildControllers(c.cfg, accounts, factory, ctrlRecorder)
 	if err != nil {
 		return err
 	}
 	// Upstream's controllers for the workload kinds share the informers;
 	// each records events through a broadcaster of its own.
-	upstreamRuns, err := upstream.Build(ctx, upstream.Config{Rest: ctrlCfg, Informers: factory,
+	upstreamRuns, err := upstream.Build(ctx, upstream.Config{Accounts: accounts, Informers: factory,
 		HPASyncPeriod: c.cfg.HPASyncPeriod, HPADownscaleStabilization: c.cfg.HPADownscaleStabilization,
 		RootCA: ctrlCfg.CAData})
 	if err != nil {
@@ -137,38 +149,74 @@ func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config,
 }
 
 // buildControllers constructs every controller (registering their informer
-// handlers) and returns their Run functions by name.
-func buildControllers(cfg Config, cs kubernetes.Interface, meta metadata.Interface, factory informers.SharedInformerFactory, rec record.EventRecorder) (map[string]func(context.Context) error, error) {
+// handlers) and returns their Run functions by name. Each writes as the
+// ServiceAccount upstream's counterpart uses.
+func buildControllers(cfg Config, accounts accountConfig, factory informers.SharedInformerFactory, rec record.EventRecorder) (map[string]func(context.Context) error, error) {
 	log := cfg.Log
 	runs := map[string]func(context.Context) error{}
+	clients := func(account string) (kubernetes.Interface, metadata.Interface, error) {
+		rc, err := accounts(account)
+		if err != nil {
+			return nil, nil, err
+		}
+		rc = rest.AddUserAgent(rc, account)
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("client for %s: %w", account, err)
+		}
+		meta, err := metadata.NewForConfig(rc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("metadata client for %s: %w", account, err)
+		}
+		return cs, meta, nil
+	}
+	cs, meta, err := clients("generic-garbage-collector")
+	if err != nil {
+		return nil, err
+	}
 	gc, err := garbagecollector.New(garbagecollector.Config{Metadata: meta, Discovery: cs.Discovery(), Recorder: rec, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("garbage collector: %w", err)
 	}
 	runs["garbagecollector"] = func(ctx context.Context) error { return gc.Run(ctx, 20) }
+	if cs, meta, err = clients("namespace-controller"); err != nil {
+		return nil, err
+	}
 	ns, err := namespace.New(namespace.Config{Client: cs, Metadata: meta, Discovery: cs.Discovery(), Informers: factory, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("namespace controller: %w", err)
 	}
 	runs["namespace"] = func(ctx context.Context) error { return ns.Run(ctx, 10) }
+	// Node lifecycle and IPAM are upstream's node-controller's work.
+	if cs, _, err = clients("node-controller"); err != nil {
+		return nil, err
+	}
 	nl, err := nodelifecycle.New(nodelifecycle.Config{Client: cs, Informers: factory, Recorder: rec, Log: log,
 		GracePeriod: cfg.NodeMonitorGracePeriod})
 	if err != nil {
 		return nil, fmt.Errorf("node lifecycle controller: %w", err)
 	}
 	runs["nodelifecycle"] = func(ctx context.Context) error { return nl.Run(ctx, 1) }
-	pgc, err := podgc.New(podgc.Config{Client: cs, Informers: factory, Log: log,
-		TerminatedPodThreshold: cfg.TerminatedPodGCThreshold})
-	if err != nil {
-		return nil, fmt.Errorf("pod garbage collector: %w", err)
-	}
-	runs["podgc"] = pgc.Run
 	ipam, err := nodeipam.New(nodeipam.Config{Client: cs, Informers: factory, Recorder: rec, Log: log,
 		ClusterCIDR: cfg.ClusterCIDR, NodeMaskSize: cfg.NodeCIDRMaskSize})
 	if err != nil {
 		return nil, fmt.Errorf("node ipam controller: %w", err)
 	}
 	runs["nodeipam"] = func(ctx context.Context) error { return ipam.Run(ctx, 1) }
+	if cs, _, err = clients("pod-garbage-collector"); err != nil {
+		return nil, err
+	}
+	pgc, err := podgc.New(podgc.Config{Client: cs, Informers: factory, Log: log,
+		TerminatedPodThreshold: cfg.TerminatedPodGCThreshold})
+	if err != nil {
+		return nil, fmt.Errorf("pod garbage collector: %w", err)
+	}
+	runs["podgc"] = pgc.Run
+	// Endpoints and EndpointSlices: the account is bound to both upstream
+	// roles (authorization.DefaultPolicy).
+	if cs, _, err = clients("endpoint-controller"); err != nil {
+		return nil, err
+	}
 	ep, err := endpoints.New(endpoints.Config{Client: cs, Informers: factory, Recorder: rec, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("endpoints controller: %w", err)

@@ -21,6 +21,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -29,6 +30,7 @@ import (
 	"github.com/nodelet/nodelet/controlplane/admissionplugins"
 	"github.com/nodelet/nodelet/controlplane/apiserver"
 	"github.com/nodelet/nodelet/controlplane/apivalidation"
+	"github.com/nodelet/nodelet/controlplane/authorization"
 	"github.com/nodelet/nodelet/controlplane/nodeclient"
 	"github.com/nodelet/nodelet/controlplane/nodemetrics"
 	"github.com/nodelet/nodelet/controlplane/pki"
@@ -193,7 +195,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	admit, admitInformers, err := c.admissionChain(bundle, validator)
+	acc, err := c.accessControl(bundle, validator)
 	if err != nil {
 		return err
 	}
@@ -201,12 +203,13 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		Store:            store,
 		Resources:        resources,
 		Tokens:           tokens,
-		Admission:        admit,
+		Admission:        []apiserver.Admission{acc.authz.Escalation(), acc.chain},
 		Validator:        validator,
 		Address:          net.JoinHostPort(c.cfg.BindAddress, strconv.Itoa(c.cfg.SecurePort)),
 		TLS:              bundle.TLSConfig(),
 		Authn:            authn,
-		Authz:            apiserver.AllowAuthenticated,
+		Authz:            acc.authz,
+		Ready:            acc.ready,
 		ServiceCIDR:      c.cfg.ServiceCIDR,
 		AdvertiseAddress: advertise,
 		AdvertisePort:    c.cfg.SecurePort,
@@ -230,15 +233,29 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	// Serve does its start-up writes (system namespaces, the kubernetes
 	// Service) before it accepts requests; components retry until then.
 	g.Go(func() error { return srv.Serve(ctx, ln) })
-	// The plugins' informers list and watch through the loopback client;
-	// until the server answers, their reflectors retry.
+	// The authorizer's and the plugins' informers list and watch through
+	// the loopback client, and the bootstrap policy is written through it;
+	// until the server answers, both retry.
 	g.Go(func() error {
-		admitInformers.Start(ctx.Done())
+		acc.informers.Start(ctx.Done())
 		<-ctx.Done()
-		admitInformers.Shutdown()
+		acc.informers.Shutdown()
 		return nil
 	})
 	g.Go(func() error {
+		if err := acc.boot.Run(ctx); err != nil && ctx.Err() == nil {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		// The components act under their own identities, which RBAC
+		// knows once the bootstrap policy is in and its informers synced.
+		if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+			return acc.ready() == nil, nil
+		}); err != nil {
+			return nil
+		}
 		err := c.runComponents(ctx, bundle, schedMetrics)
 		if ctx.Err() != nil {
 			return nil
@@ -303,7 +320,7 @@ func nodeClient(bundle *pki.Bundle) (*nodeclient.Client, error) {
 // nodeMetrics serves metrics.k8s.io from the nodelets' /stats/summary.
 // Its loopback client is only used once the API server serves.
 func (c *ControlPlane) nodeMetrics(bundle *pki.Bundle, nodes *nodeclient.Client) (*nodemetrics.Source, error) {
-	cfg, err := c.clientConfig(bundle, "system:kube-apiserver", -1, 0)
+	cfg, err := c.clientConfig(bundle, "system:kube-apiserver", []string{"system:masters"}, -1, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -365,22 +382,42 @@ func (c *ControlPlane) serviceAccountTokens(store storage.Store, resources []*re
 	return satoken.New(satoken.Config{Key: key, Getter: getter})
 }
 
-// admissionChain builds upstream's admission plugins with their own
-// loopback client and informers, under kube-apiserver's loopback identity
-// (system:apiserver, group system:masters).
-func (c *ControlPlane) admissionChain(bundle *pki.Bundle, v *apivalidation.Validator) (*admissionplugins.Chain, informers.SharedInformerFactory, error) {
-	cfg, err := c.clientConfig(bundle, "system:apiserver", -1, 0)
+// accessControl is how the API server decides requests, all of it on
+// informers of one loopback client under kube-apiserver's loopback
+// identity (system:apiserver, group system:masters): RBAC with its
+// escalation check and bootstrap policy, and upstream's admission plugins.
+func (c *ControlPlane) accessControl(bundle *pki.Bundle, v *apivalidation.Validator) (*accessControl, error) {
+	cfg, err := c.clientConfig(bundle, "system:apiserver", []string{"system:masters"}, -1, 0)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("admission client: %w", err)
+		return nil, fmt.Errorf("loopback client: %w", err)
 	}
 	factory := informers.NewSharedInformerFactory(cs, 0)
+	authz, err := authorization.New(factory)
+	if err != nil {
+		return nil, err
+	}
 	chain, err := admissionplugins.New(admissionplugins.Config{Validator: v, Client: cs, Informers: factory})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return chain, factory, nil
+	return &accessControl{informers: factory, authz: authz, chain: chain,
+		boot: authorization.NewBootstrapper(cs, authorization.DefaultPolicy(), c.cfg.Log)}, nil
+}
+
+type accessControl struct {
+	informers informers.SharedInformerFactory
+	authz     *authorization.Authorizer
+	chain     *admissionplugins.Chain
+	boot      *authorization.Bootstrapper
+}
+
+// ready is part of /readyz: RBAC has its informers synced and the
+// bootstrap policy in place, as upstream's readyz waits for its
+// rbac/bootstrap-roles hook.
+func (a *accessControl) ready() error {
+	return errors.Join(a.authz.Synced(), a.boot.Done())
 }

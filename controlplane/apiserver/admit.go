@@ -10,8 +10,9 @@ import (
 	"github.com/nodelet/nodelet/controlplane/registry"
 )
 
-// Admission is the chain of admission plugins (admissionplugins.Chain:
-// upstream's plugins), called with k8s.io/apiserver's Attributes holding
+// Admission is one step of admission: the RBAC escalation check
+// (authorization.EscalationCheck) or the chain of admission plugins
+// (admissionplugins.Chain: upstream's plugins), called with k8s.io/apiserver's Attributes holding
 // the server's v1 objects, as kube-apiserver's handlers call theirs:
 // Admit (mutating, may change the object in place) after defaulting and
 // before the resource's Prepare and validation; Validate (may only
@@ -36,28 +37,38 @@ func attributes(ctx context.Context, res *registry.Resource, sub string, op admi
 		res.GroupVersionResource(), sub, op, nil, dryRun, u), true
 }
 
-// admit runs the chain's mutating plugins (nothing without a chain).
+// admit runs the mutating steps of every Admission in order.
 func (s *Server) admit(ctx context.Context, res *registry.Resource, sub string, op admission.Operation,
 	obj, old runtime.Object, dryRun bool) error {
-	if s.cfg.Admission == nil {
+	if len(s.cfg.Admission) == 0 {
 		return nil
 	}
 	a, ok := attributes(ctx, res, sub, op, obj, old, dryRun)
 	if !ok {
 		return nil
 	}
-	return s.cfg.Admission.Admit(ctx, a)
+	for _, adm := range s.cfg.Admission {
+		if err := adm.Admit(ctx, a); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// validateAdmission runs the chain's validating plugins.
+// validateAdmission runs the validating steps of every Admission in order.
 func (s *Server) validateAdmission(ctx context.Context, res *registry.Resource, sub string, op admission.Operation,
 	obj, old runtime.Object, dryRun bool) error {
-	if s.cfg.Admission == nil {
+	if len(s.cfg.Admission) == 0 {
 		return nil
 	}
 	a, ok := attributes(ctx, res, sub, op, obj, old, dryRun)
 	if !ok {
 		return nil
 	}
-	return s.cfg.Admission.Validate(ctx, a)
+	for _, adm := range s.cfg.Admission {
+		if err := adm.Validate(ctx, a); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -36,6 +36,8 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request, info reques
 		out, err = s.tokenReview(r, review)
 	case *authorizationv1.SelfSubjectAccessReview:
 		out, err = s.selfSubjectAccessReview(r, review)
+	case *authorizationv1.SelfSubjectRulesReview:
+		out, err = s.selfSubjectRulesReview(r, review)
 	case *authorizationv1.SubjectAccessReview:
 		out, err = s.subjectAccessReview(r.Context(), review.Spec, &review.Status, review)
 	case *authorizationv1.LocalSubjectAccessReview:
@@ -124,6 +126,40 @@ func (s *Server) selfSubjectAccessReview(r *http.Request, review *authorizationv
 	attrs := accessAttributes(u, review.Spec.ResourceAttributes, review.Spec.NonResourceAttributes)
 	review.Status = s.decide(r.Context(), attrs)
 	return review, nil
+}
+
+// selfSubjectRulesReview lists what the caller may do in a namespace
+// (kubectl auth can-i --list), from the authorizer's rules as upstream's
+// registry answers it: only the status, incomplete when some authorizer
+// cannot list its rules.
+func (s *Server) selfSubjectRulesReview(r *http.Request, review *authorizationv1.SelfSubjectRulesReview) (runtime.Object, error) {
+	u, ok := genericrequest.UserFrom(r.Context())
+	if !ok {
+		return nil, apierrors.NewInternalError(errNoUser)
+	}
+	if review.Spec.Namespace == "" {
+		return nil, apierrors.NewBadRequest("no namespace on request")
+	}
+	out := &authorizationv1.SelfSubjectRulesReview{}
+	resolver, ok := s.cfg.Authz.(authorizer.RuleResolver)
+	if !ok {
+		out.Status.Incomplete = true
+		return out, nil
+	}
+	rules, nonResource, incomplete, err := resolver.RulesFor(r.Context(), u, review.Spec.Namespace)
+	for _, ri := range rules {
+		out.Status.ResourceRules = append(out.Status.ResourceRules, authorizationv1.ResourceRule{Verbs: ri.GetVerbs(),
+			APIGroups: ri.GetAPIGroups(), Resources: ri.GetResources(), ResourceNames: ri.GetResourceNames()})
+	}
+	for _, ri := range nonResource {
+		out.Status.NonResourceRules = append(out.Status.NonResourceRules, authorizationv1.NonResourceRule{Verbs: ri.GetVerbs(),
+			NonResourceURLs: ri.GetNonResourceURLs()})
+	}
+	out.Status.Incomplete = incomplete
+	if err != nil {
+		out.Status.EvaluationError = err.Error()
+	}
+	return out, nil
 }
 
 // subjectAccessReview asks the authorizer about the user the spec names,

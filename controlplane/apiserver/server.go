@@ -11,11 +11,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
@@ -43,9 +46,9 @@ type Config struct {
 	// Tokens, when set, serves serviceaccounts/token (TokenRequest) and
 	// the issuer's discovery documents.
 	Tokens TokenIssuer
-	// Admission, when set, is the chain of admission plugins every create
-	// and update of a request passes (see admit.go).
-	Admission Admission
+	// Admission are the steps every create and update of a request
+	// passes, in order (see admit.go).
+	Admission []Admission
 	// Validator is upstream's defaulting and validation for what is not a
 	// stored kind (TokenRequest): the registry's (registry.AllWith), so
 	// the process holds one scheme. Nil: a validator of the server's own.
@@ -271,6 +274,12 @@ func (s *Server) serveAuthorized(w http.ResponseWriter, r *http.Request) {
 		attrs = authorizer.AttributesRecord{User: u, ResourceRequest: true, Verb: info.Verb, APIGroup: info.GV.Group,
 			APIVersion: info.GV.Version, Resource: info.ResourceArg, Subresource: info.Subresource,
 			Namespace: info.Namespace, Name: info.Name, Path: path}
+		// A namespace is in itself, as upstream's RequestInfoFactory has
+		// it: a RoleBinding in team may grant access to namespace team.
+		if attrs.APIGroup == "" && attrs.Resource == "namespaces" && attrs.Name != "" {
+			attrs.Namespace = attrs.Name
+		}
+		selectorAttributes(&attrs, r.URL.Query())
 	}
 	decision, reason, err := s.cfg.Authz.Authorize(ctx, &attrs)
 	if decision != authorizer.DecisionAllow {
@@ -295,6 +304,32 @@ func (s *Server) serveAuthorized(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.serveNonResource(w, r)
+}
+
+// selectorAttributes records a collection request's field and label
+// selectors, parsed, as upstream's authorization filter does: the Node
+// authorizer lets a node list and watch only pods whose spec.nodeName
+// selector names it.
+func selectorAttributes(attrs *authorizer.AttributesRecord, q url.Values) {
+	if attrs.Verb != "list" && attrs.Verb != "watch" && attrs.Verb != "deletecollection" {
+		return
+	}
+	if fs := q.Get("fieldSelector"); fs != "" {
+		sel, err := fields.ParseSelector(fs)
+		if err != nil {
+			attrs.FieldSelectorParsingErr = err
+		} else if reqs := sel.Requirements(); len(reqs) > 0 {
+			attrs.FieldSelectorRequirements = reqs
+		}
+	}
+	if ls := q.Get("labelSelector"); ls != "" {
+		sel, err := labels.Parse(ls)
+		if err != nil {
+			attrs.LabelSelectorParsingErr = err
+		} else if reqs, _ := sel.Requirements(); len(reqs) > 0 {
+			attrs.LabelSelectorRequirements = reqs
+		}
+	}
 }
 
 func isPublicPath(p string) bool {

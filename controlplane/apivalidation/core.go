@@ -11,6 +11,7 @@ import (
 	"k8s.io/kubernetes/pkg/apis/core"
 	"k8s.io/kubernetes/pkg/apis/core/helper"
 	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
+	volumevalidation "k8s.io/kubernetes/pkg/volume/validation"
 )
 
 // podOptions are the PodValidationOptions upstream's pod strategy uses:
@@ -53,6 +54,9 @@ func validateCoreCreate(obj runtime.Object) (field.ErrorList, bool) {
 		return corevalidation.ValidatePodTemplate(o, opts), true
 	case *core.PersistentVolumeClaim:
 		return corevalidation.ValidatePersistentVolumeClaim(o, corevalidation.ValidationOptionsForPersistentVolumeClaim(o, nil)), true
+	case *core.PersistentVolume:
+		errs := corevalidation.ValidatePersistentVolume(o, corevalidation.ValidationOptionsForPersistentVolume(o, nil))
+		return append(errs, volumevalidation.ValidatePersistentVolume(o)...), true
 	}
 	return nil, false
 }
@@ -87,6 +91,12 @@ func validateCoreUpdate(obj, old runtime.Object) (field.ErrorList, bool) {
 		oldPVC := old.(*core.PersistentVolumeClaim)
 		opts := corevalidation.ValidationOptionsForPersistentVolumeClaim(o, oldPVC)
 		return corevalidation.ValidatePersistentVolumeClaimUpdate(o, oldPVC, opts), true
+	case *core.PersistentVolume:
+		oldPV := old.(*core.PersistentVolume)
+		opts := corevalidation.ValidationOptionsForPersistentVolume(o, oldPV)
+		errs := corevalidation.ValidatePersistentVolume(o, opts)
+		errs = append(errs, volumevalidation.ValidatePersistentVolume(o)...)
+		return append(errs, corevalidation.ValidatePersistentVolumeUpdate(o, oldPV, opts)...), true
 	}
 	return nil, false
 }

@@ -21,6 +21,8 @@ import (
 	policyvalidation "k8s.io/kubernetes/pkg/apis/policy/validation"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
 	schedulingvalidation "k8s.io/kubernetes/pkg/apis/scheduling/validation"
+	"k8s.io/kubernetes/pkg/apis/storage"
+	storagevalidation "k8s.io/kubernetes/pkg/apis/storage/validation"
 	"k8s.io/kubernetes/pkg/features"
 )
 
@@ -63,6 +65,8 @@ func validateGroupsCreate(obj runtime.Object) (field.ErrorList, bool) {
 		return coordinationvalidation.ValidateLease(o), true
 	case *discovery.EndpointSlice:
 		return discoveryvalidation.ValidateEndpointSliceCreate(o), true
+	case *storage.VolumeAttachment:
+		return storagevalidation.ValidateVolumeAttachment(o), true
 	}
 	return nil, false
 }
@@ -94,6 +98,8 @@ func validateGroupsUpdate(obj, old runtime.Object) (field.ErrorList, bool) {
 		return coordinationvalidation.ValidateLeaseUpdate(o, old.(*coordination.Lease)), true
 	case *discovery.EndpointSlice:
 		return discoveryvalidation.ValidateEndpointSliceUpdate(o, old.(*discovery.EndpointSlice)), true
+	case *storage.VolumeAttachment:
+		return storagevalidation.ValidateVolumeAttachmentUpdate(o, old.(*storage.VolumeAttachment)), true
 	}
 	return nil, false
 }
@@ -148,6 +154,11 @@ func validateStatusUpdate(obj, old runtime.Object) (field.ErrorList, bool) {
 		oldPVC := old.(*core.PersistentVolumeClaim)
 		opts := corevalidation.ValidationOptionsForPersistentVolumeClaim(o, oldPVC)
 		return corevalidation.ValidatePersistentVolumeClaimStatusUpdate(o, oldPVC, opts), true
+	case *core.PersistentVolume:
+		return corevalidation.ValidatePersistentVolumeStatusUpdate(o, old.(*core.PersistentVolume)), true
+	case *storage.VolumeAttachment:
+		// Upstream's status strategy validates as its main strategy does.
+		return storagevalidation.ValidateVolumeAttachmentUpdate(o, old.(*storage.VolumeAttachment)), true
 	case *core.ReplicationController:
 		return corevalidation.ValidateReplicationControllerStatusUpdate(o, old.(*core.ReplicationController)), true
 	case *apps.Deployment:

@@ -36,8 +36,12 @@ import (
 	eventsapiv1 "k8s.io/kubernetes/pkg/apis/events/v1"
 	"k8s.io/kubernetes/pkg/apis/policy"
 	policyv1 "k8s.io/kubernetes/pkg/apis/policy/v1"
+	"k8s.io/kubernetes/pkg/apis/rbac"
+	rbacapiv1 "k8s.io/kubernetes/pkg/apis/rbac/v1"
 	"k8s.io/kubernetes/pkg/apis/scheduling"
 	schedulingv1 "k8s.io/kubernetes/pkg/apis/scheduling/v1"
+	"k8s.io/kubernetes/pkg/apis/storage"
+	storageapiv1 "k8s.io/kubernetes/pkg/apis/storage/v1"
 )
 
 // Validator holds the scheme that knows the served groups' v1 and internal
@@ -62,6 +66,8 @@ func New() *Validator {
 		autoscaling.AddToScheme, autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
 		events.AddToScheme, eventsapiv1.AddToScheme,
 		authentication.AddToScheme, authenticationapiv1.AddToScheme,
+		rbac.AddToScheme, rbacapiv1.AddToScheme,
+		storage.AddToScheme, storageapiv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("apivalidation: build the scheme: %v", err))
@@ -171,6 +177,9 @@ func (v *Validator) Validate(obj runtime.Object) field.ErrorList {
 	if errs, ok := validateGroupsCreate(in); ok {
 		return errs
 	}
+	if errs, ok := validateRBAC(in, nil); ok {
+		return errs
+	}
 	return unsupported("create", obj)
 }
 
@@ -190,6 +199,9 @@ func (v *Validator) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
 		return errs
 	}
 	if errs, ok := validateGroupsUpdate(in, oldIn); ok {
+		return errs
+	}
+	if errs, ok := validateRBAC(in, oldIn); ok {
 		return errs
 	}
 	return unsupported("update", obj)

@@ -98,9 +98,9 @@ func Start(tb testing.TB, opts Options) *Server {
 		ts.Close()
 		store.Close()
 	})
-	var admit apiserver.Admission
+	var admit []apiserver.Admission
 	if opts.Admission != nil {
-		admit = opts.Admission(tb, s.UserConfig(tb, "system:apiserver", "system:masters"))
+		admit = append(admit, opts.Admission(tb, s.UserConfig(tb, "system:apiserver", "system:masters")))
 	}
 	api, err := apiserver.New(apiserver.Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
 		Authn: authn, Authz: apiserver.AllowAuthenticated, Log: log,

@@ -20,6 +20,8 @@ func accessReviewResources() []*Resource {
 			func() runtime.Object { return &authorizationv1.LocalSubjectAccessReview{} }),
 		review("selfsubjectaccessreviews", "SelfSubjectAccessReview", false,
 			func() runtime.Object { return &authorizationv1.SelfSubjectAccessReview{} }),
+		review("selfsubjectrulesreviews", "SelfSubjectRulesReview", false,
+			func() runtime.Object { return &authorizationv1.SelfSubjectRulesReview{} }),
 		review("subjectaccessreviews", "SubjectAccessReview", false,
 			func() runtime.Object { return &authorizationv1.SubjectAccessReview{} }),
 	}

@@ -157,3 +157,82 @@ func accessModesString(modes []corev1.PersistentVolumeAccessMode) string {
 	}
 	return strings.Join(out, ",")
 }
+
+// persistentVolumeResource serves PersistentVolumes as upstream's
+// strategy does: a new volume is Pending with its phase transition time
+// set; the status is kept on updates of the volume and the spec on status
+// updates, where a phase change moves the transition time.
+func persistentVolumeResource() *Resource {
+	return &Resource{
+		GroupVersion: corev1.SchemeGroupVersion,
+		Name:         "persistentvolumes",
+		Kind:         "PersistentVolume",
+		ListKind:     "PersistentVolumeList",
+		ShortNames:   []string{"pv"},
+		Verbs:        allVerbs(),
+		New:          func() runtime.Object { return &corev1.PersistentVolume{} },
+		NewList:      func() runtime.Object { return &corev1.PersistentVolumeList{} },
+		Subresources: []string{"status"},
+
+		PrepareForCreate: mutate(func(pv *corev1.PersistentVolume) {
+			now := metav1.Now()
+			pv.Status = corev1.PersistentVolumeStatus{Phase: corev1.VolumePending, LastPhaseTransitionTime: &now}
+		}),
+		PrepareForUpdate: mutate2(func(pv, old *corev1.PersistentVolume) { pv.Status = *old.Status.DeepCopy() }),
+		PrepareForStatusUpdate: mutate2(func(pv, old *corev1.PersistentVolume) {
+			pv.Spec = *old.Spec.DeepCopy()
+			keepMetaForStatus(&pv.ObjectMeta, &old.ObjectMeta)
+			switch {
+			case old.Status.Phase == pv.Status.Phase && pv.Status.LastPhaseTransitionTime == nil:
+				pv.Status.LastPhaseTransitionTime = old.Status.LastPhaseTransitionTime
+			case old.Status.Phase != pv.Status.Phase && (pv.Status.LastPhaseTransitionTime == nil ||
+				pv.Status.LastPhaseTransitionTime.Equal(old.Status.LastPhaseTransitionTime)):
+				now := metav1.Now()
+				pv.Status.LastPhaseTransitionTime = &now
+			}
+		}),
+
+		Columns: persistentVolumeColumns(),
+		Row:     row(persistentVolumeRow),
+	}
+}
+
+func persistentVolumeColumns() []metav1.TableColumnDefinition {
+	spec, status := corev1.PersistentVolumeSpec{}.SwaggerDoc(), corev1.PersistentVolumeStatus{}.SwaggerDoc()
+	return []metav1.TableColumnDefinition{
+		nameColumn(),
+		{Name: "Capacity", Type: "string", Description: spec["capacity"]},
+		{Name: "Access Modes", Type: "string", Description: spec["accessModes"]},
+		{Name: "Reclaim Policy", Type: "string", Description: spec["persistentVolumeReclaimPolicy"]},
+		{Name: "Status", Type: "string", Description: status["phase"]},
+		{Name: "Claim", Type: "string", Description: spec["claimRef"]},
+		{Name: "StorageClass", Type: "string", Description: "StorageClass of the pv"},
+		{Name: "VolumeAttributesClass", Type: "string", Description: "VolumeAttributesClass of the pv"},
+		{Name: "Reason", Type: "string", Description: status["reason"]},
+		ageColumn(),
+		{Name: "VolumeMode", Type: "string", Priority: 1, Description: spec["volumeMode"]},
+	}
+}
+
+// persistentVolumeRow is upstream's printPersistentVolume.
+func persistentVolumeRow(pv *corev1.PersistentVolume, now time.Time) []interface{} {
+	claim := ""
+	if ref := pv.Spec.ClaimRef; ref != nil {
+		claim = ref.Namespace + "/" + ref.Name
+	}
+	phase := string(pv.Status.Phase)
+	if pv.DeletionTimestamp != nil {
+		phase = "Terminating"
+	}
+	mode, attrClass := "<unset>", "<unset>"
+	if pv.Spec.VolumeMode != nil {
+		mode = string(*pv.Spec.VolumeMode)
+	}
+	if pv.Spec.VolumeAttributesClassName != nil {
+		attrClass = *pv.Spec.VolumeAttributesClassName
+	}
+	capacity := pv.Spec.Capacity[corev1.ResourceStorage]
+	return []interface{}{pv.Name, capacity.String(), accessModesString(pv.Spec.AccessModes),
+		string(pv.Spec.PersistentVolumeReclaimPolicy), phase, claim, storagehelpers.GetPersistentVolumeClass(pv),
+		attrClass, pv.Status.Reason, age(pv.CreationTimestamp, now), mode}
+}

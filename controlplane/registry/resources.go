@@ -34,6 +34,7 @@ func AllWith(opts Options, v *apivalidation.Validator) []*Resource {
 		namespaceResource(),
 		nodeResource(),
 		persistentVolumeClaimResource(),
+		persistentVolumeResource(),
 		podResource(opts),
 		podTemplateResource(),
 		replicationControllerResource(),
@@ -53,10 +54,14 @@ func AllWith(opts Options, v *apivalidation.Validator) []*Resource {
 		endpointSliceResource(),
 		eventsV1Resource(events, v.Convert),
 		podDisruptionBudgetResource(),
+	}
+	resources = append(resources, rbacResources()...)
+	resources = append(resources,
+		volumeAttachmentResource(),
 		priorityClassResource(),
 		selfSubjectReviewResource(),
 		tokenReviewResource(),
-	}
+	)
 	resources = append(resources, accessReviewResources()...)
 	for _, r := range resources {
 		if !r.Review {

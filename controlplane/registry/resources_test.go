@@ -45,6 +45,12 @@ func TestAllResources(t *testing.T) {
 		{"events", "events.k8s.io/v1", "Event", true, []string{"ev"}, nil, true, false, false},
 		{"poddisruptionbudgets", "policy/v1", "PodDisruptionBudget", true, []string{"pdb"}, []string{"status"}, true, false, true},
 		{"priorityclasses", "scheduling.k8s.io/v1", "PriorityClass", false, []string{"pc"}, nil, true, false, true},
+		{"clusterrolebindings", "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", false, nil, nil, true, false, false},
+		{"clusterroles", "rbac.authorization.k8s.io/v1", "ClusterRole", false, nil, nil, true, false, false},
+		{"rolebindings", "rbac.authorization.k8s.io/v1", "RoleBinding", true, nil, nil, true, false, false},
+		{"roles", "rbac.authorization.k8s.io/v1", "Role", true, nil, nil, true, false, false},
+		{"persistentvolumes", "v1", "PersistentVolume", false, []string{"pv"}, []string{"status"}, true, false, false},
+		{"volumeattachments", "storage.k8s.io/v1", "VolumeAttachment", false, nil, []string{"status"}, true, false, false},
 	}
 	stored := 0
 	for _, r := range All(DefaultOptions()) {

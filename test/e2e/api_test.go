@@ -166,7 +166,8 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 }
 
 // TestBearerTokens starts the control plane with a static token file: the
-// real kubectl authenticates with a token, a wrong one gets 401.
+// real kubectl authenticates with a token (alice, whose group devs is
+// bound to view), a wrong one gets 401.
 func TestBearerTokens(t *testing.T) {
 	dir := t.TempDir()
 	tokens := dir + "/tokens.csv"
@@ -174,6 +175,9 @@ func TestBearerTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	cp := startControlPlane(t, dir, freePort(t), "--token-auth-file", tokens)
+	cp.must("create", "clusterrolebinding", "devs-view", "--clusterrole=view", "--group=devs")
+	cp.must("create", "clusterrole", "namespace-reader", "--verb=list", "--resource=namespaces")
+	cp.must("create", "clusterrolebinding", "devs-namespaces", "--clusterrole=namespace-reader", "--group=devs")
 	server := fmt.Sprintf("https://127.0.0.1:%d", cp.port)
 	run := func(token string) (string, error) {
 		cmd := hosttools.Command("kubectl", "--kubeconfig", "/dev/null", "--server", server,
@@ -217,8 +221,8 @@ func TestKubeconfigCommand(t *testing.T) {
 	if err != nil || string(out) != `carol ["system:masters","system:authenticated"]` {
 		t.Errorf("kubectl auth whoami: %v: %s", err, out)
 	}
-	// --as and --as-group act as someone else (carol may impersonate: every
-	// authenticated user may do everything until RBAC).
+	// --as and --as-group act as someone else (carol, in system:masters,
+	// may impersonate).
 	out, err = hosttools.Command("kubectl", "--kubeconfig", file, "--as", "dave", "--as-group", "devs", "auth", "whoami", "-o",
 		"jsonpath={.status.userInfo.username} {.status.userInfo.groups}").CombinedOutput()
 	if err != nil || string(out) != `dave ["devs","system:authenticated"]` {

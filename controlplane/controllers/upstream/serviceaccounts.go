@@ -16,7 +16,7 @@ import (
 // cluster CA, which the projected kube-api-access volume mounts. Upstream
 // runs one worker for each.
 
-func buildServiceAccounts(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+func buildServiceAccounts(ctx context.Context, cs kubernetes.Interface, cfg controllerConfig) (func(context.Context), error) {
 	f := cfg.Informers
 	sac, err := serviceaccount.NewServiceAccountsController(klog.FromContext(ctx), f.Core().V1().ServiceAccounts(),
 		f.Core().V1().Namespaces(), cs, serviceaccount.DefaultServiceAccountsControllerOptions())
@@ -26,7 +26,7 @@ func buildServiceAccounts(ctx context.Context, cs kubernetes.Interface, cfg Conf
 	return func(ctx context.Context) { sac.Run(ctx, 1) }, nil
 }
 
-func buildRootCAPublisher(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+func buildRootCAPublisher(ctx context.Context, cs kubernetes.Interface, cfg controllerConfig) (func(context.Context), error) {
 	if len(cfg.RootCA) == 0 {
 		return nil, errors.New("no root CA to publish (Config.RootCA)")
 	}

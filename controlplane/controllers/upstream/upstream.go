@@ -26,15 +26,21 @@ import (
 	"fmt"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	rbacv1client "k8s.io/client-go/kubernetes/typed/rbac/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/clusterroleaggregation"
 	"k8s.io/kubernetes/pkg/controller/cronjob"
 	"k8s.io/kubernetes/pkg/controller/daemon"
 	"k8s.io/kubernetes/pkg/controller/deployment"
@@ -65,6 +71,8 @@ const (
 	daemonBackoffFirst  = 1 * time.Second
 	daemonBackoffLatest = 15 * time.Minute
 	hpaWorkers          = 5 // ConcurrentHorizontalPodAutoscalerSyncs
+	// clusterRoleAggregationWorkers: kube-controller-manager runs it with 5.
+	clusterRoleAggregationWorkers = 5
 
 	// DefaultHPASyncPeriod and DefaultHPADownscaleStabilization are
 	// kube-controller-manager's --horizontal-pod-autoscaler-sync-period and
@@ -78,10 +86,11 @@ const (
 
 // Config is what the controllers share.
 type Config struct {
-	// Rest is the controller manager's client config; each controller gets
-	// a copy under its own user agent, as upstream's ControllerContext
-	// NewClient does.
-	Rest *rest.Config
+	// Accounts returns the client config of the ServiceAccount a
+	// controller writes as (kube-system/NAME, upstream's account for it:
+	// NAME is also its user agent), as kube-controller-manager with
+	// --use-service-account-credentials gives each controller its own.
+	Accounts func(name string) (*rest.Config, error)
 	// Informers is the control plane's shared informer factory; the caller
 	// starts it after Build.
 	Informers informers.SharedInformerFactory
@@ -96,24 +105,32 @@ type Config struct {
 	RootCA []byte
 }
 
+// controllerConfig is what one controller is built from: the shared
+// Config and the client config of its own account.
+type controllerConfig struct {
+	Config
+	rest *rest.Config
+}
+
 // builder constructs one controller and returns its Run.
-type builder func(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error)
+type builder func(ctx context.Context, cs kubernetes.Interface, cfg controllerConfig) (func(context.Context), error)
 
 // builders names every controller by upstream's user agent for it.
 func builders() map[string]builder {
 	return map[string]builder{
-		"deployment-controller":         buildDeployment,
-		"replicaset-controller":         buildReplicaSet,
-		"job-controller":                buildJob,
-		"cronjob-controller":            buildCronJob,
-		"daemon-set-controller":         buildDaemonSet,
-		"replication-controller":        buildReplication,
-		"statefulset-controller":        buildStatefulSet,
-		"disruption-controller":         buildDisruption,
-		"ttl-after-finished-controller": buildTTLAfterFinished,
-		"horizontal-pod-autoscaler":     buildHPA,
-		"service-account-controller":    buildServiceAccounts,
-		"root-ca-cert-publisher":        buildRootCAPublisher,
+		"deployment-controller":              buildDeployment,
+		"replicaset-controller":              buildReplicaSet,
+		"job-controller":                     buildJob,
+		"cronjob-controller":                 buildCronJob,
+		"daemon-set-controller":              buildDaemonSet,
+		"replication-controller":             buildReplication,
+		"statefulset-controller":             buildStatefulSet,
+		"disruption-controller":              buildDisruption,
+		"ttl-after-finished-controller":      buildTTLAfterFinished,
+		"horizontal-pod-autoscaler":          buildHPA,
+		"service-account-controller":         buildServiceAccounts,
+		"root-ca-cert-publisher":             buildRootCAPublisher,
+		"clusterrole-aggregation-controller": buildClusterRoleAggregation,
 	}
 }
 
@@ -123,12 +140,17 @@ func builders() map[string]builder {
 func Build(ctx context.Context, cfg Config) (map[string]func(context.Context), error) {
 	runs := map[string]func(context.Context){}
 	for name, build := range builders() {
-		cs, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg.Rest), name))
+		rc, err := cfg.Accounts(name)
+		if err != nil {
+			return nil, fmt.Errorf("client for %s: %w", name, err)
+		}
+		rc = rest.AddUserAgent(rc, name)
+		cs, err := kubernetes.NewForConfig(rc)
 		if err != nil {
 			return nil, fmt.Errorf("client for %s: %w", name, err)
 		}
 		cctx := klog.NewContext(ctx, klog.FromContext(ctx).WithName(name))
-		run, err := build(cctx, cs, cfg)
+		run, err := build(cctx, cs, controllerConfig{Config: cfg, rest: rc})
 		if err != nil {
 			return nil, fmt.Errorf("build %s: %w", name, err)
 		}
@@ -137,7 +159,7 @@ func Build(ctx context.Context, cfg Config) (map[string]func(context.Context), e
 	return runs, nil
 }
 
-func buildDeployment(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+func buildDeployment(ctx context.Context, cs kubernetes.Interface, cfg controllerConfig) (func(context.Context), error) {
 	f := cfg.Informers
 	dc, err := deployment.NewDeploymentController(ctx, f.Apps().V1().Deployments(), f.Apps().V1().ReplicaSets(),
 		f.Core().V1().Pods(), cs)
@@ -147,14 +169,14 @@ func buildDeployment(ctx context.Context, cs kubernetes.Interface, cfg Config) (
 	return func(ctx context.Context) { dc.Run(ctx, deploymentWorkers) }, nil
 }
 
-func buildReplicaSet(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+func buildReplicaSet(ctx context.Context, cs kubernetes.Interface, cfg controllerConfig) (func(context.Context), error) {
 	f := cfg.Informers
 	rsc := replicaset.NewReplicaSetController(ctx, f.Apps().V1().ReplicaSets(), f.Core().V1().Pods(), cs,
 		replicaset.BurstReplicas)
 	return func(ctx context.Context) { rsc.Run(ctx, replicaSetWorkers) }, nil
 }
 
-func buildJob(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+func buildJob(ctx context.Context, cs kubernetes.Interface, cfg controllerConfig) (func(context.Context), error) {
 	f := cfg.Informers
 	// Workloads and PodGroups are consulted only under the WorkloadWithJob
 	// gate (alpha, off); scheduling.k8s.io/v1beta1 is not served.
@@ -165,7 +187,7 @@ func buildJob(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(co
 	return func(ctx context.Context) { jc.Run(ctx, jobWorkers) }, nil
 }
 
-func buildCronJob(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+func buildCronJob(ctx context.Context, cs kubernetes.Interface, cfg controllerConfig) (func(context.Context), error) {
 	f := cfg.Informers
 	cj, err := cronjob.NewControllerV2(ctx, f.Batch().V1().Jobs(), f.Batch().V1().CronJobs(), cs)
 	if err != nil {
@@ -174,7 +196,7 @@ func buildCronJob(ctx context.Context, cs kubernetes.Interface, cfg Config) (fun
 	return func(ctx context.Context) { cj.Run(ctx, cronJobWorkers) }, nil
 }
 
-func buildDaemonSet(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+func buildDaemonSet(ctx context.Context, cs kubernetes.Interface, cfg controllerConfig) (func(context.Context), error) {
 	f := cfg.Informers
 	dsc, err := daemon.NewDaemonSetsController(ctx, f.Apps().V1().DaemonSets(), f.Apps().V1().ControllerRevisions(),
 		f.Core().V1().Pods(), f.Core().V1().Nodes(), cs, flowcontrol.NewBackOff(daemonBackoffFirst, daemonBackoffLatest))
@@ -184,14 +206,14 @@ func buildDaemonSet(ctx context.Context, cs kubernetes.Interface, cfg Config) (f
 	return func(ctx context.Context) { dsc.Run(ctx, daemonSetWorkers) }, nil
 }
 
-func buildReplication(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+func buildReplication(ctx context.Context, cs kubernetes.Interface, cfg controllerConfig) (func(context.Context), error) {
 	f := cfg.Informers
 	rm := replication.NewReplicationManager(ctx, f.Core().V1().Pods(), f.Core().V1().ReplicationControllers(), cs,
 		replication.BurstReplicas)
 	return func(ctx context.Context) { rm.Run(ctx, rcWorkers) }, nil
 }
 
-func buildStatefulSet(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+func buildStatefulSet(ctx context.Context, cs kubernetes.Interface, cfg controllerConfig) (func(context.Context), error) {
 	f := cfg.Informers
 	ssc := statefulset.NewStatefulSetController(ctx, f.Core().V1().Pods(), f.Apps().V1().StatefulSets(),
 		f.Core().V1().PersistentVolumeClaims(), f.Apps().V1().ControllerRevisions(), cs)
@@ -204,9 +226,9 @@ func buildStatefulSet(ctx context.Context, cs kubernetes.Interface, cfg Config) 
 // autoscaler. It resets its mapper every 30 s to pick up new CRDs; the
 // resources served here are fixed for the process's life, so the cache is
 // loaded once, on first use.
-func discoveryScales(cs kubernetes.Interface, cfg Config, agent string) (*restmapper.DeferredDiscoveryRESTMapper, scale.ScalesGetter, error) {
+func discoveryScales(cs kubernetes.Interface, cfg controllerConfig, agent string) (*restmapper.DeferredDiscoveryRESTMapper, scale.ScalesGetter, error) {
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))
-	scaleCfg := rest.AddUserAgent(rest.CopyConfig(cfg.Rest), agent)
+	scaleCfg := rest.AddUserAgent(rest.CopyConfig(cfg.rest), agent)
 	scales, err := scale.NewForConfig(scaleCfg, mapper, dynamic.LegacyAPIPathResolverFunc,
 		scale.NewDiscoveryScaleKindResolver(cs.Discovery()))
 	if err != nil {
@@ -218,7 +240,7 @@ func discoveryScales(cs kubernetes.Interface, cfg Config, agent string) (*restma
 // buildDisruption gives the disruption controller what upstream's does:
 // discovery-backed scales, for PodDisruptionBudgets over pods whose
 // controller is not a built-in.
-func buildDisruption(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+func buildDisruption(ctx context.Context, cs kubernetes.Interface, cfg controllerConfig) (func(context.Context), error) {
 	f := cfg.Informers
 	mapper, scales, err := discoveryScales(cs, cfg, "disruption-controller")
 	if err != nil {
@@ -230,7 +252,7 @@ func buildDisruption(ctx context.Context, cs kubernetes.Interface, cfg Config) (
 	return func(ctx context.Context) { dc.Run(ctx, disruptionWorkers) }, nil
 }
 
-func buildTTLAfterFinished(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+func buildTTLAfterFinished(ctx context.Context, cs kubernetes.Interface, cfg controllerConfig) (func(context.Context), error) {
 	tc := ttlafterfinished.New(ctx, cfg.Informers.Batch().V1().Jobs(), cs)
 	return func(ctx context.Context) { tc.Run(ctx, ttlWorkers) }, nil
 }
@@ -241,13 +263,13 @@ func buildTTLAfterFinished(ctx context.Context, cs kubernetes.Interface, cfg Con
 // external metrics from whatever serves custom.metrics.k8s.io and
 // external.metrics.k8s.io (nothing here yet: such HPAs report that their
 // metrics are unavailable, as upstream's do without an adapter).
-func buildHPA(ctx context.Context, cs kubernetes.Interface, cfg Config) (func(context.Context), error) {
+func buildHPA(ctx context.Context, cs kubernetes.Interface, cfg controllerConfig) (func(context.Context), error) {
 	f := cfg.Informers
 	mapper, scales, err := discoveryScales(cs, cfg, "horizontal-pod-autoscaler")
 	if err != nil {
 		return nil, err
 	}
-	restCfg := rest.AddUserAgent(rest.CopyConfig(cfg.Rest), "horizontal-pod-autoscaler")
+	restCfg := rest.CopyConfig(cfg.rest)
 	resources, err := resourceclient.NewForConfig(restCfg)
 	if err != nil {
 		return nil, fmt.Errorf("resource metrics client: %w", err)
@@ -275,4 +297,51 @@ func orDefault(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// buildClusterRoleAggregation fills the rules of ClusterRoles with an
+// aggregationRule (admin, edit, view and users' own) from the roles their
+// selectors match.
+func buildClusterRoleAggregation(ctx context.Context, cs kubernetes.Interface, cfg controllerConfig) (func(context.Context), error) {
+	crac := clusterroleaggregation.NewClusterRoleAggregation(cfg.Informers.Rbac().V1().ClusterRoles(), applyAsUpdate{cs.RbacV1()})
+	return func(ctx context.Context) { crac.Run(ctx, clusterRoleAggregationWorkers) }, nil
+}
+
+// applyAsUpdate gives the aggregation controller, which writes a role's
+// rules with a forced server-side apply of rules alone, a read and an
+// update of the rules instead: the API server serves no server-side apply
+// yet. For this one field owned by one manager the two agree. It goes
+// when server-side apply is served.
+type applyAsUpdate struct {
+	rbacv1client.ClusterRolesGetter
+}
+
+func (a applyAsUpdate) ClusterRoles() rbacv1client.ClusterRoleInterface {
+	return clusterRolesApplyAsUpdate{a.ClusterRolesGetter.ClusterRoles()}
+}
+
+type clusterRolesApplyAsUpdate struct {
+	rbacv1client.ClusterRoleInterface
+}
+
+func (c clusterRolesApplyAsUpdate) Apply(ctx context.Context, cfg *rbacv1ac.ClusterRoleApplyConfiguration, _ metav1.ApplyOptions) (*rbacv1.ClusterRole, error) {
+	if cfg == nil || cfg.Name == nil {
+		return nil, fmt.Errorf("apply of a cluster role without a name")
+	}
+	rules := make([]rbacv1.PolicyRule, 0, len(cfg.Rules))
+	for _, r := range cfg.Rules {
+		rules = append(rules, rbacv1.PolicyRule{Verbs: r.Verbs, APIGroups: r.APIGroups, Resources: r.Resources,
+			ResourceNames: r.ResourceNames, NonResourceURLs: r.NonResourceURLs})
+	}
+	var out *rbacv1.ClusterRole
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		role, err := c.Get(ctx, *cfg.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		role.Rules = rules
+		out, err = c.Update(ctx, role, metav1.UpdateOptions{FieldManager: "clusterrole-aggregation-controller"})
+		return err
+	})
+	return out, err
 }

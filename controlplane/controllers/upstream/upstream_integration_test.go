@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
@@ -42,7 +43,9 @@ func startOn(t *testing.T, srv *controlplanetest.Server, cfg Config) kubernetes.
 	cs := srv.Clientset(t)
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg.Rest, cfg.Informers, cfg.RootCA = srv.Config, factory, srv.Bundle.CAPEM()
+	// Every controller as an admin: this server authorizes nothing.
+	cfg.Accounts = func(string) (*rest.Config, error) { return rest.CopyConfig(srv.Config), nil }
+	cfg.Informers, cfg.RootCA = factory, srv.Bundle.CAPEM()
 	runs, err := Build(ctx, cfg)
 	if err != nil {
 		cancel()
