@@ -303,10 +303,14 @@ func (c *ControlPlane) probe(bundle *pki.Bundle, path string) func(context.Conte
 	}
 }
 
-// nodeClient reaches nodelets as kube-apiserver-kubelet-client (group
-// system:masters, as kubeadm's), verifying them against the cluster CA.
+// nodeClient reaches nodelets as kube-apiserver-kubelet-client (bound to
+// system:kubelet-api-admin, as kubeadm binds it), verifying them against
+// the cluster CA.
 func nodeClient(bundle *pki.Bundle) (*nodeclient.Client, error) {
-	certPEM, keyPEM, err := bundle.SignClientCert(nodeclient.APIServerUser, []string{"system:masters"}, 365*24*time.Hour)
+	// No group: RBAC grants it system:kubelet-api-admin and nothing more,
+	// so a Node object whose address points back at the API server
+	// cannot turn nodes/proxy into a request as system:masters.
+	certPEM, keyPEM, err := bundle.SignClientCert(nodeclient.APIServerUser, nil, 365*24*time.Hour)
 	if err != nil {
 		return nil, fmt.Errorf("client certificate for nodelets: %w", err)
 	}
@@ -400,7 +404,7 @@ func (c *ControlPlane) accessControl(bundle *pki.Bundle, v *apivalidation.Valida
 	if err != nil {
 		return nil, err
 	}
-	chain, err := admissionplugins.New(admissionplugins.Config{Validator: v, Client: cs, Informers: factory})
+	chain, err := admissionplugins.New(admissionplugins.Config{Validator: v, Client: cs, Informers: factory, Authorizer: authz})
 	if err != nil {
 		return nil, err
 	}

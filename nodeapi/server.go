@@ -7,9 +7,11 @@
 // and reads the node's resource usage from it for kubectl top.
 //
 // Every request but /healthz must present a client certificate signed by
-// the cluster CA (401 otherwise); until RBAC exists only the control
-// plane's identity and members of system:masters are allowed (403 for
-// everyone else).
+// the cluster CA or a bearer token the API server accepts (TokenReview),
+// 401 otherwise; the API server then decides whether the caller may
+// (SubjectAccessReview on nodes/proxy, nodes/stats, nodes/metrics,
+// nodes/log, nodes/pods of this node, as upstream's kubelet asks), 403
+// otherwise (auth.go).
 package nodeapi
 
 import (
@@ -22,11 +24,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -68,8 +68,12 @@ type Config struct {
 	Certificate tls.Certificate
 	// ClientCAs verify callers' client certificates.
 	ClientCAs *x509.CertPool
+	// Reviewer authenticates bearer tokens and authorizes every caller
+	// (the agent's: the API server's TokenReview and SubjectAccessReview).
+	// Without one, only client certificates authenticate, and
 	// AllowedUsers and AllowedGroups may call the API (default: the
 	// control plane's kube-apiserver-kubelet-client and system:masters).
+	Reviewer                    Reviewer
 	AllowedUsers, AllowedGroups []string
 	// Pods returns the pods bound to this node (the informer's copies).
 	Pods    func() []*corev1.Pod
@@ -189,21 +193,4 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		srv.Close()
 	}
 	return nil
-}
-
-// authorize lets through verified callers that are allowed.
-func (s *Server) authorize(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
-			writeStatus(w, apierrors.NewUnauthorized("Unauthorized"))
-			return
-		}
-		subject := r.TLS.VerifiedChains[0][0].Subject
-		user, groups := subject.CommonName, subject.Organization
-		if !slices.Contains(s.cfg.AllowedUsers, user) && !slices.ContainsFunc(groups, func(g string) bool { return slices.Contains(s.cfg.AllowedGroups, g) }) {
-			writeStatus(w, apierrors.NewForbidden(nodeResource(), "", fmt.Errorf("user %q (groups %q) may not use the nodelet's API", user, groups)))
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }

@@ -31,7 +31,10 @@ func (a *Agent) apiServer(w *wired, stats nodeapi.Stats) (*nodeapi.Server, error
 		Pods:    func() []*corev1.Pod { return informerPods(w) },
 		Runtime: w.rt, Stats: stats, LogRoot: a.cfg.LogRoot,
 		Metrics: a.metrics.Handler(), ProbeMetrics: a.metrics.ProbesHandler(),
-		Log: a.log,
+		// Callers are authenticated and authorized by the API server, as
+		// upstream's kubelet with webhook authentication and authorization.
+		Reviewer: nodeapi.NewDelegatedReviewer(a.client, a.cfg.NodeName),
+		Log:      a.log,
 	})
 }
 

@@ -24,10 +24,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	genericinitializer "k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/featuregate"
+	"k8s.io/kubernetes/plugin/pkg/admission/noderestriction"
 	"k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
 
 	"github.com/nodelet/nodelet/controlplane/apivalidation"
@@ -37,7 +39,7 @@ import (
 // order (its RecommendedPluginOrder) among those served here. The
 // namespace lifecycle and Priority steps are still the API server's own
 // (apiserver/admission.go, priority.go) and run first.
-var DefaultPlugins = []string{serviceaccount.PluginName}
+var DefaultPlugins = []string{serviceaccount.PluginName, noderestriction.PluginName}
 
 // Config wires a Chain.
 type Config struct {
@@ -49,6 +51,9 @@ type Config struct {
 	// Informers is the factory the plugins register their informers in;
 	// the caller starts it once the API server serves.
 	Informers informers.SharedInformerFactory
+	// Authorizer is the API server's, for plugins that ask it
+	// (NodeRestriction, for a node's token audiences).
+	Authorizer authorizer.Authorizer
 	// Features are the feature gates plugins consult (upstream's defaults
 	// when nil).
 	Features featuregate.FeatureGate
@@ -76,11 +81,12 @@ func New(cfg Config) (*Chain, error) {
 	}
 	plugins := admission.NewPlugins()
 	serviceaccount.Register(plugins)
+	noderestriction.Register(plugins)
 	features := cfg.Features
 	if features == nil {
 		features = utilfeature.DefaultFeatureGate
 	}
-	init := genericinitializer.New(cfg.Client, nil, cfg.Informers, nil, features, nil, nil, nil)
+	init := genericinitializer.New(cfg.Client, nil, cfg.Informers, cfg.Authorizer, features, nil, nil, nil)
 	handler, err := plugins.NewFromPlugins(names, noConfig{}, init, nil)
 	if err != nil {
 		return nil, fmt.Errorf("admission chain: %w", err)

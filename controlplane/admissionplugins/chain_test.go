@@ -24,19 +24,20 @@ import (
 func start(t *testing.T) kubernetes.Interface {
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := controlplanetest.Start(t, controlplanetest.Options{
-		Admission: func(tb testing.TB, loopback *rest.Config) apiserver.Admission {
+		Admission: func(tb testing.TB, loopback *rest.Config) []apiserver.Admission {
 			cs, err := kubernetes.NewForConfig(loopback)
 			if err != nil {
 				tb.Fatal(err)
 			}
 			f := informers.NewSharedInformerFactory(cs, 0)
-			chain, err := admissionplugins.New(admissionplugins.Config{Validator: apivalidation.New(), Client: cs, Informers: f})
+			chain, err := admissionplugins.New(admissionplugins.Config{Validator: apivalidation.New(), Client: cs, Informers: f,
+				Authorizer: apiserver.AllowAuthenticated})
 			if err != nil {
 				tb.Fatal(err)
 			}
 			f.Start(ctx.Done())
 			tb.Cleanup(func() { cancel(); f.Shutdown() })
-			return chain
+			return []apiserver.Admission{chain}
 		},
 	})
 	return srv.Clientset(t)

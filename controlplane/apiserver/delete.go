@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
 
 	"github.com/nodelet/nodelet/controlplane/registry"
 	"github.com/nodelet/nodelet/controlplane/storage"
@@ -92,6 +93,10 @@ func (s *Server) delete(ctx context.Context, res *registry.Resource, ns, name st
 			return nil, err
 		}
 		if err := checkPreconditions(res, cur, opts.Preconditions); err != nil {
+			return nil, err
+		}
+		if err := s.admitAll(ctx, admissionRequest{res: res, op: admission.Delete, ns: ns, name: name,
+			old: cur, opts: opts, dryRun: dryRun}); err != nil {
 			return nil, err
 		}
 		obj := cur.DeepCopyObject()

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/admission"
 
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
@@ -53,6 +54,11 @@ func (s *Server) serveEviction(w http.ResponseWriter, r *http.Request, info requ
 	if opts.GracePeriodSeconds != nil && *opts.GracePeriodSeconds < 0 {
 		zero := int64(0)
 		opts.GracePeriodSeconds = &zero
+	}
+	if err := s.admitAll(r.Context(), admissionRequest{res: info.Resource, sub: "eviction", op: admission.Create,
+		kind: policyv1.SchemeGroupVersion.WithKind("Eviction"), ns: info.Namespace, name: info.Name, obj: ev,
+		opts: &metav1.CreateOptions{}, dryRun: isDryRun(r)}); err != nil {
+		return err
 	}
 	if err := s.evict(r.Context(), info.Resource, info.Namespace, info.Name, opts); err != nil {
 		return err

@@ -200,7 +200,7 @@ func (s *Server) createOnce(ctx context.Context, res *registry.Resource, obj run
 	if res.Default != nil {
 		res.Default(obj)
 	}
-	if err := s.admit(ctx, res, "", admission.Create, obj, nil, dryRun); err != nil {
+	if err := s.admit(ctx, writeRequest(res, "", admission.Create, obj, nil, dryRun)); err != nil {
 		return err
 	}
 	if res.PrepareForCreate != nil {
@@ -214,7 +214,7 @@ func (s *Server) createOnce(ctx context.Context, res *registry.Resource, obj run
 	if err := validateCreate(res, obj); err != nil {
 		return err
 	}
-	if err := s.validateAdmission(ctx, res, "", admission.Create, obj, nil, dryRun); err != nil {
+	if err := s.validateAdmission(ctx, writeRequest(res, "", admission.Create, obj, nil, dryRun)); err != nil {
 		return err
 	}
 	if res.WarningsOnCreate != nil {
@@ -320,13 +320,13 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 				return nil, err
 			}
 		}
-		if err := s.admit(ctx, res, sub, admission.Update, obj, cur, dryRun); err != nil {
+		if err := s.admit(ctx, writeRequest(res, sub, admission.Update, obj, cur, dryRun)); err != nil {
 			return nil, err
 		}
 		if err := s.prepareUpdate(res, sub, obj, cur); err != nil {
 			return nil, err
 		}
-		if err := s.validateAdmission(ctx, res, sub, admission.Update, obj, cur, dryRun); err != nil {
+		if err := s.validateAdmission(ctx, writeRequest(res, sub, admission.Update, obj, cur, dryRun)); err != nil {
 			return nil, err
 		}
 		if sub == "" && res.WarningsOnUpdate != nil {

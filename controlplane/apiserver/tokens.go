@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
 
 	"github.com/nodelet/nodelet/controlplane/registry"
 	"github.com/nodelet/nodelet/controlplane/storage"
@@ -73,11 +74,24 @@ func (s *Server) serveTokenRequest(w http.ResponseWriter, r *http.Request, info 
 		return err
 	}
 	addWarnings(w, warnings)
+	// Mutating admission sees the request as sent, validating admission
+	// as defaulted, as upstream's handler and TokenREST order them:
+	// NodeRestriction admits a node's request only for a pod bound to it,
+	// and only for an audience that pod's volumes name ("" the API's).
+	adm := admissionRequest{res: info.Resource, sub: "token", op: admission.Create,
+		kind: authenticationv1.SchemeGroupVersion.WithKind("TokenRequest"), ns: info.Namespace, name: info.Name, obj: req,
+		opts: &metav1.CreateOptions{}, dryRun: isDryRun(r)}
+	if err := s.admit(ctx, adm); err != nil {
+		return err
+	}
 	if len(req.Spec.Audiences) == 0 {
 		req.Spec.Audiences = s.cfg.Tokens.Audiences()
 	}
 	if errs := s.validator.TokenRequest(req); len(errs) > 0 {
 		return apierrors.NewInvalid(schema.GroupKind{Group: authenticationv1.GroupName, Kind: "TokenRequest"}, sa.Name, errs)
+	}
+	if err := s.validateAdmission(ctx, adm); err != nil {
+		return err
 	}
 	bound, err := s.boundObjects(ctx, info.Namespace, req.Spec.BoundObjectRef)
 	if err != nil {

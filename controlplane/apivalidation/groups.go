@@ -67,6 +67,8 @@ func validateGroupsCreate(obj runtime.Object) (field.ErrorList, bool) {
 		return discoveryvalidation.ValidateEndpointSliceCreate(o), true
 	case *storage.VolumeAttachment:
 		return storagevalidation.ValidateVolumeAttachment(o), true
+	case *storage.CSIDriver:
+		return storagevalidation.ValidateCSIDriver(o), true
 	}
 	return nil, false
 }
@@ -100,6 +102,8 @@ func validateGroupsUpdate(obj, old runtime.Object) (field.ErrorList, bool) {
 		return discoveryvalidation.ValidateEndpointSliceUpdate(o, old.(*discovery.EndpointSlice)), true
 	case *storage.VolumeAttachment:
 		return storagevalidation.ValidateVolumeAttachmentUpdate(o, old.(*storage.VolumeAttachment)), true
+	case *storage.CSIDriver:
+		return storagevalidation.ValidateCSIDriverUpdate(o, old.(*storage.CSIDriver)), true
 	}
 	return nil, false
 }

@@ -27,6 +27,9 @@ import (
 const (
 	ControllerManagerUser = "system:kube-controller-manager"
 	SchedulerUser         = "system:kube-scheduler"
+	// APIServerKubeletClientUser is who the API server is to the nodes
+	// (controlplane/nodeclient.APIServerUser).
+	APIServerKubeletClientUser = "kube-apiserver-kubelet-client"
 	// LeaderLease is the Lease in kube-system the leader holds.
 	LeaderLease = "nodelet-controlplane"
 )
@@ -48,6 +51,8 @@ type Policy struct {
 //   - one endpoints controller writes both Endpoints and EndpointSlices,
 //     which upstream splits over two accounts: its account is bound to both
 //     roles;
+//   - the API server calls the nodes as kube-apiserver-kubelet-client,
+//     bound to system:kubelet-api-admin, as kubeadm binds it;
 //   - the nodelet is also its node's kube-proxy and cluster DNS: the group
 //     system:nodes is bound to system:node-proxier (Services,
 //     EndpointSlices), which upstream binds to kube-proxy's user.
@@ -77,6 +82,9 @@ func DefaultPolicy() Policy {
 		rbacv1.ClusterRoleBinding{ObjectMeta: meta("system:nodelet:endpoint-controller-slices", ""),
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:controller:endpointslice-controller"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "endpoint-controller", Namespace: metav1.NamespaceSystem}}},
+		rbacv1.ClusterRoleBinding{ObjectMeta: meta("system:nodelet:kube-apiserver-kubelet-client", ""),
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: APIServerKubeletClientUser}}},
 		rbacv1.ClusterRoleBinding{ObjectMeta: meta("system:nodelet:node-proxier", ""),
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node-proxier"},
 			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:nodes"}}})

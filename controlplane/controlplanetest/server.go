@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -39,7 +40,10 @@ type Options struct {
 	// Admission, if set, builds the admission chain from a loopback admin
 	// config (the chain's informers and client talk to this server; they
 	// are used only once it serves).
-	Admission func(tb testing.TB, loopback *rest.Config) apiserver.Admission
+	Admission func(tb testing.TB, loopback *rest.Config) []apiserver.Admission
+	// Authz, if set, builds the authorizer from a loopback admin config
+	// (default: apiserver.AllowAuthenticated).
+	Authz func(tb testing.TB, loopback *rest.Config) authorizer.Authorizer
 }
 
 // Server is a running test API server.
@@ -100,10 +104,14 @@ func Start(tb testing.TB, opts Options) *Server {
 	})
 	var admit []apiserver.Admission
 	if opts.Admission != nil {
-		admit = append(admit, opts.Admission(tb, s.UserConfig(tb, "system:apiserver", "system:masters")))
+		admit = opts.Admission(tb, s.UserConfig(tb, "system:apiserver", "system:masters"))
+	}
+	authz := apiserver.AllowAuthenticated
+	if opts.Authz != nil {
+		authz = opts.Authz(tb, s.UserConfig(tb, "system:apiserver", "system:masters"))
 	}
 	api, err := apiserver.New(apiserver.Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
-		Authn: authn, Authz: apiserver.AllowAuthenticated, Log: log,
+		Authn: authn, Authz: authz, Log: log,
 		Metrics: opts.Metrics, Admission: admit})
 	if err != nil {
 		tb.Fatal(err)

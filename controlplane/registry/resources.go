@@ -57,6 +57,7 @@ func AllWith(opts Options, v *apivalidation.Validator) []*Resource {
 	}
 	resources = append(resources, rbacResources()...)
 	resources = append(resources,
+		csiDriverResource(),
 		volumeAttachmentResource(),
 		priorityClassResource(),
 		selfSubjectReviewResource(),

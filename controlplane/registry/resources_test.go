@@ -50,6 +50,7 @@ func TestAllResources(t *testing.T) {
 		{"rolebindings", "rbac.authorization.k8s.io/v1", "RoleBinding", true, nil, nil, true, false, false},
 		{"roles", "rbac.authorization.k8s.io/v1", "Role", true, nil, nil, true, false, false},
 		{"persistentvolumes", "v1", "PersistentVolume", false, []string{"pv"}, []string{"status"}, true, false, false},
+		{"csidrivers", "storage.k8s.io/v1", "CSIDriver", false, nil, nil, true, false, true},
 		{"volumeattachments", "storage.k8s.io/v1", "VolumeAttachment", false, nil, []string{"status"}, true, false, false},
 	}
 	stored := 0

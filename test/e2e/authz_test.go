@@ -84,7 +84,9 @@ func runAuthzCases(t *testing.T, cases []authzCase) {
 // TestAuthorizationMatrix: RBAC with upstream's bootstrap roles and the
 // Node authorizer decide for each identity through the real kubectl, with
 // upstream's 403 wording: a node (only the Secrets of its own pods, only
-// its own pods listed), a user bound to view in one namespace, one bound
+// its own pods listed; NodeRestriction: only its own Node, not labelled
+// into node-restriction.kubernetes.io/, only its own pods deleted, tokens
+// only for its pods), a user bound to view in one namespace, one bound
 // to edit, a
 // ServiceAccount by token bound to a Role, impersonation (allowed for
 // system:masters, refused to others), anonymous requests (401 by default),
@@ -156,6 +158,19 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"node A", nodeA, []string{"get", "pods", "-A", "--field-selector", "spec.nodeName=node-a"}, ""},
 		{"node A", nodeA, []string{"get", "pods", "-A"},
 			`pods is forbidden: User "system:node:node-a" cannot list resource "pods" in API group "" at the cluster scope: node: can only list/watch pods with spec.nodeName field selector`},
+		{"node A", nodeA, []string{"label", "node", "node-a", "topology.kubernetes.io/zone=z1"}, ""},
+		{"node A", nodeA, []string{"label", "node", "node-b", "topology.kubernetes.io/zone=z1"},
+			`nodes "node-b" is forbidden: node "node-a" is not allowed to modify node "node-b"`},
+		{"node A", nodeA, []string{"label", "node", "node-a", "node-restriction.kubernetes.io/trusted=yes"},
+			`is not allowed to modify labels: node-restriction.kubernetes.io/trusted`},
+		{"node A", nodeA, []string{"delete", "pod", "pod-on-node-b", "--wait=false"},
+			`pods "pod-on-node-b" is forbidden: node "node-a" can only delete pods with spec.nodeName set to itself`},
+		{"node A", nodeA, []string{"create", "token", "default"}, `node requested token not bound to a pod`},
+		{"node A", nodeA, []string{"create", "token", "default", "--bound-object-kind=Pod", "--bound-object-name=pod-on-node-b",
+			"--bound-object-uid=" + cp.must("get", "pod", "pod-on-node-b", "-o", "jsonpath={.metadata.uid}")},
+			`node requested token bound to a pod scheduled on a different node`},
+		{"node A", nodeA, []string{"create", "token", "default", "--bound-object-kind=Pod", "--bound-object-name=pod-on-node-a",
+			"--bound-object-uid=" + cp.must("get", "pod", "pod-on-node-a", "-o", "jsonpath={.metadata.uid}")}, ""},
 		{"node A", nodeA, []string{"create", "token", "robot", "-n", "team"},
 			`serviceaccounts "robot" is forbidden: User "system:node:node-a" cannot create resource "serviceaccounts/token" in API group "" in the namespace "team": node: no relationship found between node 'node-a' and this object`},
 		{"rita (may write Roles)", rita, []string{"create", "role", "reader", "-n", "team", "--verb=get", "--resource=pods"}, ""},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -105,6 +106,36 @@ func TestNodeMetrics(t *testing.T) {
 	probes := cp.must("get", "--raw", path+"/probes")
 	if !strings.Contains(probes, `prober_probe_total{container="app",namespace="default",pod="probed"`) || strings.Contains(probes, "kubelet_") {
 		t.Errorf("%s/probes:\n%s", path, probes)
+	}
+
+	// Prometheus scrapes the node directly with its ServiceAccount's
+	// token: the nodelet asks the API server who it is (TokenReview) and
+	// whether it may get nodes/metrics (SubjectAccessReview); an account
+	// without the grant gets upstream kubelet's 403.
+	cp.must("create", "serviceaccount", "prometheus")
+	cp.must("create", "serviceaccount", "stranger")
+	cp.must("create", "clusterrole", "node-metrics", "--verb=get", "--resource=nodes/metrics")
+	cp.must("create", "clusterrolebinding", "prometheus-node-metrics", "--clusterrole=node-metrics", "--serviceaccount=default:prometheus")
+	ip := cp.must("get", "node", node.name, "-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`)
+	scrape := func(account string) (string, string) {
+		token := strings.TrimSpace(cp.must("create", "token", account))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := node.inNetns(ctx, "curl", "-sk", "-H", "Authorization: Bearer "+token, "-w", "\n%{http_code}",
+			"https://"+net.JoinHostPort(ip, "10250")+"/metrics")
+		if err != nil {
+			t.Fatalf("curl the node's /metrics as %s: %v\n%s", account, err, out)
+		}
+		// curl -w puts the status code on a line of its own after the body.
+		i := strings.LastIndex(out, "\n")
+		return strings.TrimSpace(out[:max(i, 0)]), strings.TrimSpace(out[i+1:])
+	}
+	if body, code := scrape("prometheus"); code != "200" || !strings.Contains(body, "kubelet_running_pods") {
+		t.Errorf("scrape with the prometheus account's token: %s\n%.300s", code, body)
+	}
+	if body, code := scrape("stranger"); code != "403" ||
+		body != "Forbidden (user=system:serviceaccount:default:stranger, verb=get, resource=nodes, subresource=metrics)" {
+		t.Errorf("scrape with an account without the grant: %s %q", code, body)
 	}
 
 	// Once the pods are gone, the gauges follow and the probe series go.
