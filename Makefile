@@ -6,7 +6,7 @@ GO ?= go
 BIN := bin
 NODES ?= 3
 
-.PHONY: up test deps build unit e2e bench vet fmt clean lab lab-down
+.PHONY: up test deps build unit fuzz e2e bench vet fmt clean lab lab-down
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -57,7 +57,7 @@ packaging-check: deb
 deps:
 	scripts/deps.sh
 
-test: deps vet unit e2e packaging-check vm-lab-test
+test: deps vet unit fuzz e2e packaging-check vm-lab-test
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
@@ -65,6 +65,14 @@ vet:
 
 unit:
 	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v /test/e2e)
+
+# Each fuzz target runs for FUZZTIME beyond its seeds (which unit runs);
+# a crash fails the target and leaves its input in the package's testdata.
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzRequests$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
+	$(GO) test -run '^$$' -fuzz '^FuzzAuthorizationAttributes$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
+	$(GO) test -run '^$$' -fuzz '^FuzzAuthenticateToken$$' -fuzztime $(FUZZTIME) ./controlplane/satoken/
 
 e2e: build
 	$(GO) test -count=1 -timeout 20m ./test/e2e/...

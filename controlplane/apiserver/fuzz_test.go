@@ -8,10 +8,12 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/nodelet/nodelet/controlplane/registry"
 	"github.com/nodelet/nodelet/controlplane/storage/bolt"
@@ -81,6 +83,105 @@ func FuzzRequests(f *testing.F) {
 		h.ServeHTTP(rec, req)
 		if rec.Code >= 500 && rec.Code != http.StatusGatewayTimeout {
 			t.Fatalf("%s %s (%s) %q: HTTP %d: %s", method, path, ctype, body, rec.Code, rec.Body.String())
+		}
+	})
+}
+
+type janeAuthn struct{}
+
+func (janeAuthn) AuthenticateRequest(*http.Request) (*authenticator.Response, bool, error) {
+	return &authenticator.Response{User: &user.DefaultInfo{Name: "jane", Groups: []string{user.AllAuthenticated}}}, true, nil
+}
+
+// refusingAuthz refuses everything and keeps the attributes it was asked.
+type refusingAuthz struct {
+	mu    sync.Mutex
+	attrs []authorizer.Attributes
+}
+
+func (r *refusingAuthz) Authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.attrs = append(r.attrs, a)
+	return authorizer.DecisionDeny, "", nil
+}
+
+func (r *refusingAuthz) ConditionsAwareAuthorize(ctx context.Context, a authorizer.Attributes) authorizer.ConditionsAwareDecision {
+	return authorizer.ConditionsAwareDecisionFromParts(r.Authorize(ctx, a))
+}
+
+func (r *refusingAuthz) EvaluateConditions(context.Context, authorizer.ConditionsAwareDecision, authorizer.ConditionsData) (authorizer.Decision, string, error) {
+	return authorizer.DecisionDeny, "", authorizer.ErrorConditionEvaluationNotSupported
+}
+
+// FuzzAuthorizationAttributes sends arbitrary methods, paths and queries
+// as a user the authorizer refuses: the attributes built from the URL
+// are well-formed (a known verb; a resource request names a resource and
+// a version; the path is the request's), and the answer is upstream's
+// 403 naming the user, never a 5xx.
+func FuzzAuthorizationAttributes(f *testing.F) {
+	for _, s := range []struct{ method, target string }{
+		{"GET", "/api/v1/namespaces/team/pods?watch=1&fieldSelector=spec.nodeName%3Dn1&labelSelector=a%3Db"},
+		{"DELETE", "/api/v1/namespaces/team"},
+		{"DELETE", "/apis/rbac.authorization.k8s.io/v1/namespaces/team/roles?labelSelector=a+in+(b"},
+		{"POST", "/api/v1/namespaces/team/serviceaccounts/robot/token"},
+		{"GET", "/api/v1/nodes/n1/proxy/metrics"},
+		{"PATCH", "/apis/apps/v1/namespaces/a/deployments/d/scale"},
+		{"GET", "/apis/metrics.k8s.io/v1beta1/nodes"},
+		{"GET", "/openapi/v2"},
+		{"PUT", "/api/v1/namespaces//pods/"},
+		{"GET", "/apis/rbac.authorization.k8s.io"},
+	} {
+		f.Add(s.method, s.target)
+	}
+	store, err := bolt.Open(bolt.Config{Path: filepath.Join(f.TempDir(), "state.db")})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer store.Close()
+	authz := &refusingAuthz{}
+	srv, err := New(Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
+		Authn: janeAuthn{}, Authz: authz, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := srv.Handler()
+	verbs := map[string]bool{"get": true, "list": true, "watch": true, "create": true, "update": true, "patch": true,
+		"delete": true, "deletecollection": true, "post": true, "put": true, "head": true, "options": true}
+	f.Fuzz(func(t *testing.T, method, target string) {
+		switch method {
+		case "GET", "POST", "PUT", "PATCH", "DELETE":
+		default:
+			return
+		}
+		if !strings.HasPrefix(target, "/") || strings.ContainsAny(target, " \t\r\n#") {
+			return
+		}
+		req, err := http.NewRequest(method, "https://localhost"+target, nil)
+		if err != nil {
+			return
+		}
+		authz.mu.Lock()
+		authz.attrs = nil
+		authz.mu.Unlock()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("%s %s: HTTP %d: %s", method, target, rec.Code, rec.Body.String())
+		}
+		authz.mu.Lock()
+		asked := authz.attrs
+		authz.mu.Unlock()
+		for _, a := range asked {
+			if a.GetUser() == nil || a.GetUser().GetName() != "jane" || !verbs[a.GetVerb()] || a.GetPath() != req.URL.Path {
+				t.Fatalf("%s %s: attributes %+v", method, target, a)
+			}
+			if a.IsResourceRequest() && (a.GetResource() == "" || a.GetAPIVersion() == "") {
+				t.Fatalf("%s %s: resource attributes without a resource or version: %+v", method, target, a)
+			}
+		}
+		if len(asked) > 0 && (rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), `User \"jane\" cannot`)) {
+			t.Fatalf("%s %s: refused with HTTP %d: %s", method, target, rec.Code, rec.Body.String())
 		}
 	})
 }

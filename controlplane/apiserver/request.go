@@ -42,6 +42,12 @@ func parseResourcePath(method, path string, query map[string][]string, lookup fu
 		info.Namespace = parts[1]
 		parts = parts[2:]
 	}
+	// An empty version or resource segment (/api//pods, /api/v1//x) names
+	// no resource: the path is authorized as a non-resource URL and then
+	// not found.
+	if info.GV.Version == "" || parts[0] == "" {
+		return requestInfo{}, false
+	}
 	info.ResourceArg = parts[0]
 	if len(parts) > 1 {
 		info.Name = parts[1]
