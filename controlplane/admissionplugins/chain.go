@@ -22,6 +22,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	genericinitializer "k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/featuregate"
+	"k8s.io/kubernetes/pkg/auth/nodeidentifier"
 	"k8s.io/kubernetes/plugin/pkg/admission/noderestriction"
 	"k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
 
@@ -67,6 +69,35 @@ type Chain struct {
 	handler admission.Interface
 	v       *apivalidation.Validator
 	objects admission.ObjectInterfaces
+	// reach says, per configured plugin, which requests it may act on;
+	// nil: all of them (see reaches).
+	reach []func(admission.Attributes) bool
+}
+
+// reaches are the requests the plugins named here act on at all, as each
+// checks first itself: knowing it, the chain converts no object for a
+// request no plugin reads (a ConfigMap written by a user, the common
+// case). A plugin not named here reaches every request.
+var reaches = map[string]func(admission.Attributes) bool{
+	// Pods and their ephemeral containers.
+	serviceaccount.PluginName: func(a admission.Attributes) bool {
+		return a.GetResource().GroupResource() == schema.GroupResource{Resource: "pods"}
+	},
+	// Requests of nodes only.
+	noderestriction.PluginName: func(a admission.Attributes) bool {
+		_, isNode := nodeidentifier.NewDefaultNodeIdentifier().NodeIdentity(a.GetUserInfo())
+		return isNode
+	},
+}
+
+// reached reports whether some configured plugin may act on a.
+func (c *Chain) reached(a admission.Attributes) bool {
+	for _, r := range c.reach {
+		if r == nil || r(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // New builds the plugins of cfg.Plugins and checks that each got what it
@@ -91,7 +122,12 @@ func New(cfg Config) (*Chain, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admission chain: %w", err)
 	}
-	return &Chain{handler: handler, v: cfg.Validator, objects: admission.NewObjectInterfacesFromScheme(cfg.Validator.Scheme())}, nil
+	reach := make([]func(admission.Attributes) bool, len(names))
+	for i, n := range names {
+		reach[i] = reaches[n]
+	}
+	return &Chain{handler: handler, v: cfg.Validator, objects: admission.NewObjectInterfacesFromScheme(cfg.Validator.Scheme()),
+		reach: reach}, nil
 }
 
 // noConfig: no plugin here reads a configuration file (upstream's
@@ -104,7 +140,7 @@ func (noConfig) ConfigFor(string) (io.Reader, error) { return nil, nil }
 // API server's v1 objects; the object is changed in place.
 func (c *Chain) Admit(ctx context.Context, a admission.Attributes) error {
 	mut, ok := c.handler.(admission.MutationInterface)
-	if !ok || !mut.Handles(a.GetOperation()) {
+	if !ok || !mut.Handles(a.GetOperation()) || !c.reached(a) {
 		return nil
 	}
 	in, err := c.internal(a)
@@ -132,7 +168,7 @@ func (c *Chain) Admit(ctx context.Context, a admission.Attributes) error {
 // Validate runs the validating plugins; they change nothing.
 func (c *Chain) Validate(ctx context.Context, a admission.Attributes) error {
 	val, ok := c.handler.(admission.ValidationInterface)
-	if !ok || !val.Handles(a.GetOperation()) {
+	if !ok || !val.Handles(a.GetOperation()) || !c.reached(a) {
 		return nil
 	}
 	in, err := c.internal(a)
