@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -238,6 +239,8 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	// until the server answers, both retry.
 	g.Go(func() error {
 		acc.informers.Start(ctx.Done())
+		acc.informers.WaitForCacheSync(ctx.Done())
+		acc.synced.Store(true)
 		<-ctx.Done()
 		acc.informers.Shutdown()
 		return nil
@@ -414,14 +417,20 @@ func (c *ControlPlane) accessControl(bundle *pki.Bundle, v *apivalidation.Valida
 
 type accessControl struct {
 	informers informers.SharedInformerFactory
-	authz     *authorization.Authorizer
-	chain     *admissionplugins.Chain
-	boot      *authorization.Bootstrapper
+	// synced: every informer of the factory (the plugins' too) has listed.
+	synced atomic.Bool
+	authz  *authorization.Authorizer
+	chain  *admissionplugins.Chain
+	boot   *authorization.Bootstrapper
 }
 
-// ready is part of /readyz: RBAC has its informers synced and the
-// bootstrap policy in place, as upstream's readyz waits for its
-// rbac/bootstrap-roles hook.
+// ready is part of /readyz: the authorizers' and the admission plugins'
+// informers have synced and the bootstrap policy is in place, as
+// upstream's readyz waits for its informer-sync and rbac/bootstrap-roles
+// checks.
 func (a *accessControl) ready() error {
+	if !a.synced.Load() {
+		return errors.New("the admission and authorization informers have not synced")
+	}
 	return errors.Join(a.authz.Synced(), a.boot.Done())
 }

@@ -2,6 +2,7 @@ package nodeapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"path"
@@ -120,11 +121,6 @@ func (d *DelegatedReviewer) Authenticate(ctx context.Context, token string) (*Ca
 
 // Authorize implements Reviewer with a SubjectAccessReview on this node.
 func (d *DelegatedReviewer) Authorize(ctx context.Context, c *Caller, a Access) (bool, string, error) {
-	key := fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%s\x00%v", c.Name, c.UID, strings.Join(c.Groups, ","), a.Verb, a.Subresource, c.Extra)
-	if v, ok := d.allowed.Get(key); ok {
-		dec := v.(decision)
-		return dec.allowed, dec.reason, nil
-	}
 	spec := authorizationv1.SubjectAccessReviewSpec{User: c.Name, UID: c.UID, Groups: c.Groups,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: a.Verb, Version: "v1", Resource: "nodes",
 			Subresource: a.Subresource, Name: d.node}}
@@ -133,6 +129,17 @@ func (d *DelegatedReviewer) Authorize(ctx context.Context, c *Caller, a Access) 
 			spec.Extra = map[string]authorizationv1.ExtraValue{}
 		}
 		spec.Extra[k] = v
+	}
+	// The whole question, encoded without ambiguity, is the cache key,
+	// as upstream's webhook authorizer keys its cache.
+	keyBytes, err := json.Marshal(spec)
+	if err != nil {
+		return false, "", fmt.Errorf("subject access review: %w", err)
+	}
+	key := string(keyBytes)
+	if v, ok := d.allowed.Get(key); ok {
+		dec := v.(decision)
+		return dec.allowed, dec.reason, nil
 	}
 	sar, err := d.client.AuthorizationV1().SubjectAccessReviews().Create(ctx,
 		&authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
@@ -154,7 +161,8 @@ func (d *DelegatedReviewer) Authorize(ctx context.Context, c *Caller, a Access) 
 func (s *Server) caller(r *http.Request) (*Caller, error) {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
 		subject := r.TLS.VerifiedChains[0][0].Subject
-		return &Caller{Name: subject.CommonName, Groups: append(subject.Organization, "system:authenticated")}, nil
+		// A copy: the certificate may be shared by resumed connections.
+		return &Caller{Name: subject.CommonName, Groups: append(slices.Clone(subject.Organization), "system:authenticated")}, nil
 	}
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || strings.TrimSpace(token) == "" || s.cfg.Reviewer == nil {

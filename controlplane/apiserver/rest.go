@@ -320,13 +320,16 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 				return nil, err
 			}
 		}
-		if err := s.admit(ctx, writeRequest(res, sub, admission.Update, obj, cur, dryRun)); err != nil {
+		// The URL's namespace and name, not the body's, as upstream's
+		// attributes (prepareUpdate resets the body's namespace later).
+		adm := admissionRequest{res: res, sub: sub, op: admission.Update, ns: ns, name: name, obj: obj, old: cur, dryRun: dryRun}
+		if err := s.admit(ctx, adm); err != nil {
 			return nil, err
 		}
 		if err := s.prepareUpdate(res, sub, obj, cur); err != nil {
 			return nil, err
 		}
-		if err := s.validateAdmission(ctx, writeRequest(res, sub, admission.Update, obj, cur, dryRun)); err != nil {
+		if err := s.validateAdmission(ctx, adm); err != nil {
 			return nil, err
 		}
 		if sub == "" && res.WarningsOnUpdate != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	pathvalidation "k8s.io/apimachinery/pkg/api/validation/path"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -309,7 +310,7 @@ func (s *Server) serveAuthorized(w http.ResponseWriter, r *http.Request) {
 // selectorAttributes records a collection request's field and label
 // selectors, parsed, as upstream's authorization filter does: the Node
 // authorizer lets a node list and watch only pods whose spec.nodeName
-// selector names it.
+// selector names it. A metadata.name selector names the object.
 func selectorAttributes(attrs *authorizer.AttributesRecord, q url.Values) {
 	if attrs.Verb != "list" && attrs.Verb != "watch" && attrs.Verb != "deletecollection" {
 		return
@@ -320,6 +321,13 @@ func selectorAttributes(attrs *authorizer.AttributesRecord, q url.Values) {
 			attrs.FieldSelectorParsingErr = err
 		} else if reqs := sel.Requirements(); len(reqs) > 0 {
 			attrs.FieldSelectorRequirements = reqs
+			// A list or watch of one object by name is about that name,
+			// as upstream's RequestInfoFactory reads it: resourceNames
+			// rules and the Node authorizer then apply.
+			if name, ok := sel.RequiresExactMatch("metadata.name"); ok && attrs.Name == "" && attrs.Verb != "deletecollection" &&
+				len(pathvalidation.IsValidPathSegmentName(name)) == 0 {
+				attrs.Name = name
+			}
 		}
 	}
 	if ls := q.Get("labelSelector"); ls != "" {

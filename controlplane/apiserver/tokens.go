@@ -97,6 +97,10 @@ func (s *Server) serveTokenRequest(w http.ResponseWriter, r *http.Request, info 
 	if err != nil {
 		return err
 	}
+	// A token lives with its pod only for the account the pod runs as.
+	if bound.Pod != nil && bound.Pod.Spec.ServiceAccountName != sa.Name {
+		return apierrors.NewBadRequest(fmt.Sprintf("cannot bind token for serviceaccount %q to pod running with different serviceaccount name.", sa.Name))
+	}
 	token, exp, err := s.cfg.Tokens.Issue(ctx, sa, bound.Pod, bound.Secret, bound.Node, *req.Spec.ExpirationSeconds, req.Spec.Audiences)
 	if err != nil {
 		return apierrors.NewInternalError(err)

@@ -114,6 +114,14 @@ func TestAuthorizationMatrix(t *testing.T) {
 	}
 	nodeA := userKubeconfig(t, cp, "system:node:node-a", "system:nodes")
 
+	// nina may read one ConfigMap of team by name, also as a list or
+	// watch selecting that name.
+	cp.must("create", "configmap", "x", "-n", "team")
+	cp.must("create", "role", "cm-x", "-n", "team", "--verb=get,list,watch", "--resource=configmaps", "--resource-name=x")
+	cp.must("create", "rolebinding", "nina", "-n", "team", "--role=cm-x", "--user=nina")
+	cp.must("create", "serviceaccount", "other")
+	nina := userKubeconfig(t, cp, "nina")
+
 	vera := userKubeconfig(t, cp, "vera")
 	ed := userKubeconfig(t, cp, "ed")
 	rita := userKubeconfig(t, cp, "rita")
@@ -150,6 +158,12 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"vera as ed", vera, []string{"--as", "ed", "get", "secrets", "-n", "team"},
 			`users "ed" is forbidden: User "vera" cannot impersonate resource "users" in API group "" at the cluster scope`},
 		{"anonymous", anonymous, []string{"get", "pods"}, "Unauthorized"},
+		{"nina (one ConfigMap by name)", nina, []string{"get", "configmap", "x", "-n", "team"}, ""},
+		{"nina (one ConfigMap by name)", nina, []string{"get", "configmaps", "-n", "team", "--field-selector", "metadata.name=x"}, ""},
+		{"nina (one ConfigMap by name)", nina, []string{"get", "configmaps", "-n", "team"},
+			`configmaps is forbidden: User "nina" cannot list resource "configmaps" in API group "" in the namespace "team"`},
+		{"admin", cp, []string{"create", "token", "other", "--bound-object-kind=Pod", "--bound-object-name=pod-on-node-a"},
+			`cannot bind token for serviceaccount "other" to pod running with different serviceaccount name.`},
 		{"node A", nodeA, []string{"get", "secret", "secret-of-node-a"}, ""},
 		{"node A", nodeA, []string{"get", "secret", "secret-of-node-b"},
 			`secrets "secret-of-node-b" is forbidden: User "system:node:node-a" cannot get resource "secrets" in API group "" in the namespace "default": node: no relationship found between node 'node-a' and this object`},
