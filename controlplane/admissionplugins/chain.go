@@ -74,6 +74,9 @@ type Chain struct {
 	reach []func(admission.Attributes) bool
 }
 
+// nodes tells nodes' requests apart, as NodeRestriction does.
+var nodes = nodeidentifier.NewDefaultNodeIdentifier()
+
 // reaches are the requests the plugins named here act on at all, as each
 // checks first itself: knowing it, the chain converts no object for a
 // request no plugin reads (a ConfigMap written by a user, the common
@@ -85,7 +88,7 @@ var reaches = map[string]func(admission.Attributes) bool{
 	},
 	// Requests of nodes only.
 	noderestriction.PluginName: func(a admission.Attributes) bool {
-		_, isNode := nodeidentifier.NewDefaultNodeIdentifier().NodeIdentity(a.GetUserInfo())
+		_, isNode := nodes.NodeIdentity(a.GetUserInfo())
 		return isNode
 	},
 }

@@ -66,23 +66,18 @@ func writeRequest(res *registry.Resource, sub string, op admission.Operation, ob
 
 // admit runs the mutating steps of every Admission in order.
 func (s *Server) admit(ctx context.Context, r admissionRequest) error {
-	if len(s.cfg.Admission) == 0 {
-		return nil
-	}
-	a, ok := r.attributes(ctx)
-	if !ok {
-		return nil
-	}
-	for _, adm := range s.cfg.Admission {
-		if err := adm.Admit(ctx, a); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.runAdmission(ctx, r, Admission.Admit)
 }
 
 // validateAdmission runs the validating steps of every Admission in order.
 func (s *Server) validateAdmission(ctx context.Context, r admissionRequest) error {
+	return s.runAdmission(ctx, r, Admission.Validate)
+}
+
+// runAdmission calls phase on every Admission in order with r's
+// attributes; requests without a user (the server's own writes) pass.
+func (s *Server) runAdmission(ctx context.Context, r admissionRequest,
+	phase func(Admission, context.Context, admission.Attributes) error) error {
 	if len(s.cfg.Admission) == 0 {
 		return nil
 	}
@@ -91,7 +86,7 @@ func (s *Server) validateAdmission(ctx context.Context, r admissionRequest) erro
 		return nil
 	}
 	for _, adm := range s.cfg.Admission {
-		if err := adm.Validate(ctx, a); err != nil {
+		if err := phase(adm, ctx, a); err != nil {
 			return err
 		}
 	}

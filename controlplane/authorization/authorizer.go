@@ -38,6 +38,7 @@ type Authorizer struct {
 	chain    authorizer.Authorizer
 	rbac     *rbac.RBACAuthorizer
 	resolver *rbacvalidation.DefaultRuleResolver
+	nodes    nodeidentifier.NodeIdentifier
 	synced   []cache.InformerSynced
 }
 
@@ -57,7 +58,8 @@ func New(f informers.SharedInformerFactory) (*Authorizer, error) {
 	// resources are disabled.
 	node.AddGraphEventHandlers(graph, core.Nodes(), core.Pods(), core.PersistentVolumes(),
 		f.Storage().V1().VolumeAttachments(), nil, nil)
-	nodes := node.NewAuthorizer(graph, nodeidentifier.NewDefaultNodeIdentifier(), bootstrappolicy.NodeRules())
+	identifier := nodeidentifier.NewDefaultNodeIdentifier()
+	nodes := node.NewAuthorizer(graph, identifier, bootstrappolicy.NodeRules())
 	// kube-apiserver's names for them, which prefix the reasons of a
 	// refusal ("node: no relationship found ...").
 	chain, err := union.New(union.NamedAuthorizer{AuthorizerName: "kubernetes.io/system-privileged-group", Authorizer: privilegedGroup},
@@ -69,6 +71,7 @@ func New(f informers.SharedInformerFactory) (*Authorizer, error) {
 	return &Authorizer{
 		chain:    chain,
 		rbac:     rb,
+		nodes:    identifier,
 		resolver: rbacvalidation.NewDefaultRuleResolver(roles, bindings, clusterRoles, clusterBindings),
 		synced: []cache.InformerSynced{r.Roles().Informer().HasSynced, r.RoleBindings().Informer().HasSynced,
 			r.ClusterRoles().Informer().HasSynced, r.ClusterRoleBindings().Informer().HasSynced,
@@ -103,7 +106,7 @@ func (a *Authorizer) RulesFor(ctx context.Context, u user.Info, namespace string
 	rules, nonResource, incomplete, err := a.rbac.RulesFor(ctx, u, namespace)
 	// The Node authorizer lists no rules: a node's list is incomplete, as
 	// upstream's resolver for it says.
-	if _, isNode := nodeidentifier.NewDefaultNodeIdentifier().NodeIdentity(u); isNode {
+	if _, isNode := a.nodes.NodeIdentity(u); isNode {
 		incomplete = true
 	}
 	return rules, nonResource, incomplete, err
