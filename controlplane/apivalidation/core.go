@@ -57,6 +57,10 @@ func validateCoreCreate(obj runtime.Object) (field.ErrorList, bool) {
 	case *core.PersistentVolume:
 		errs := corevalidation.ValidatePersistentVolume(o, corevalidation.ValidationOptionsForPersistentVolume(o, nil))
 		return append(errs, volumevalidation.ValidatePersistentVolume(o)...), true
+	case *core.LimitRange:
+		return corevalidation.ValidateLimitRange(o), true
+	case *core.ResourceQuota:
+		return corevalidation.ValidateResourceQuota(o), true
 	}
 	return nil, false
 }
@@ -97,6 +101,14 @@ func validateCoreUpdate(obj, old runtime.Object) (field.ErrorList, bool) {
 		errs := corevalidation.ValidatePersistentVolume(o, opts)
 		errs = append(errs, volumevalidation.ValidatePersistentVolume(o)...)
 		return append(errs, corevalidation.ValidatePersistentVolumeUpdate(o, oldPV, opts)...), true
+	case *core.LimitRange:
+		// Upstream's strategy validates an update as a create; the metadata
+		// update rules come from the generic store's common checks, which
+		// the API server here leaves to each kind's validation.
+		errs := corevalidation.ValidateObjectMetaUpdate(&o.ObjectMeta, &old.(*core.LimitRange).ObjectMeta, field.NewPath("metadata"))
+		return append(errs, corevalidation.ValidateLimitRange(o)...), true
+	case *core.ResourceQuota:
+		return corevalidation.ValidateResourceQuotaUpdate(o, old.(*core.ResourceQuota)), true
 	}
 	return nil, false
 }

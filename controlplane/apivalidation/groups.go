@@ -160,6 +160,8 @@ func validateStatusUpdate(obj, old runtime.Object) (field.ErrorList, bool) {
 		return corevalidation.ValidatePersistentVolumeClaimStatusUpdate(o, oldPVC, opts), true
 	case *core.PersistentVolume:
 		return corevalidation.ValidatePersistentVolumeStatusUpdate(o, old.(*core.PersistentVolume)), true
+	case *core.ResourceQuota:
+		return corevalidation.ValidateResourceQuotaStatusUpdate(o, old.(*core.ResourceQuota)), true
 	case *storage.VolumeAttachment:
 		// Upstream's status strategy validates as its main strategy does.
 		return storagevalidation.ValidateVolumeAttachmentUpdate(o, old.(*storage.VolumeAttachment)), true

@@ -18,6 +18,7 @@ import (
 	"k8s.io/kubernetes/pkg/apis/apps"
 	"k8s.io/kubernetes/pkg/apis/batch"
 	"k8s.io/kubernetes/pkg/apis/core"
+	"k8s.io/kubernetes/pkg/registry/core/resourcequota"
 )
 
 // The warnings below are those of upstream's strategies
@@ -39,7 +40,7 @@ var (
 func Warns(obj runtime.Object) bool {
 	switch obj.(type) {
 	case *corev1api.Pod, *corev1api.PodTemplate, *corev1api.ReplicationController, *corev1api.Service,
-		*corev1api.PersistentVolumeClaim, *appsv1api.Deployment, *appsv1api.ReplicaSet, *appsv1api.DaemonSet,
+		*corev1api.PersistentVolumeClaim, *corev1api.ResourceQuota, *appsv1api.Deployment, *appsv1api.ReplicaSet, *appsv1api.DaemonSet,
 		*appsv1api.StatefulSet, *batchv1api.Job, *batchv1api.CronJob:
 		return true
 	}
@@ -65,6 +66,10 @@ func (v *Validator) WarningsOnCreate(obj runtime.Object) []string {
 		return serviceutil.GetWarningsForService(o, nil)
 	case *core.PersistentVolumeClaim:
 		return pvcutil.GetWarningsForPersistentVolumeClaim(o)
+	case *core.ResourceQuota:
+		// Requests above limits (requests.cpu over limits.cpu, ...); its
+		// strategy does not warn on updates.
+		return resourcequota.Strategy.WarningsOnCreate(ctx, o)
 	case *apps.Deployment:
 		return append(dnsLabelWarning(o.Name, podNames), podutil.GetWarningsForPodTemplate(ctx, templatePath, &o.Spec.Template, nil)...)
 	case *apps.ReplicaSet:

@@ -24,6 +24,8 @@ func TestAllResources(t *testing.T) {
 		{"nodes", "v1", "Node", false, []string{"no"}, []string{"status", "proxy"}, true, false, false},
 		{"persistentvolumeclaims", "v1", "PersistentVolumeClaim", true, []string{"pvc"}, []string{"status"}, true, false, false},
 		{"podtemplates", "v1", "PodTemplate", true, nil, nil, true, false, true},
+		{"limitranges", "v1", "LimitRange", true, []string{"limits"}, nil, true, false, false},
+		{"resourcequotas", "v1", "ResourceQuota", true, []string{"quota"}, []string{"status"}, true, false, false},
 		{"replicationcontrollers", "v1", "ReplicationController", true, []string{"rc"}, []string{"status", "scale"}, true, true, true},
 		{"services", "v1", "Service", true, []string{"svc"}, []string{"status"}, false, true, false},
 		{"endpoints", "v1", "Endpoints", true, []string{"ep"}, nil, true, false, false},
@@ -147,7 +149,7 @@ func TestFields(t *testing.T) {
 func TestWarningHooks(t *testing.T) {
 	warned := map[string]bool{"pods": true, "podtemplates": true, "replicationcontrollers": true, "services": true,
 		"persistentvolumeclaims": true, "deployments": true, "replicasets": true, "daemonsets": true,
-		"statefulsets": true, "jobs": true, "cronjobs": true}
+		"statefulsets": true, "jobs": true, "cronjobs": true, "resourcequotas": true}
 	for _, r := range All(DefaultOptions()) {
 		if got := r.WarningsOnCreate != nil && r.WarningsOnUpdate != nil; got != warned[r.Name] {
 			t.Errorf("%s %s: warning hooks %v, want %v", r.GroupVersion, r.Name, got, warned[r.Name])
