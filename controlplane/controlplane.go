@@ -65,7 +65,11 @@ type Config struct {
 	// endpoints of default/kubernetes). Empty: the bind address, or the
 	// host's first global address when binding to all addresses.
 	AdvertiseAddress string
-	Registry         registry.Options
+	// NotReadyTolerationSeconds and UnreachableTolerationSeconds are what
+	// admission gives pods that do not tolerate the not-ready and
+	// unreachable NoExecute taints (0: upstream's 300).
+	NotReadyTolerationSeconds    int64
+	UnreachableTolerationSeconds int64
 	// ClusterCIDR is where node pod CIDRs come from; NodeCIDRMaskSize is their size.
 	ClusterCIDR      string
 	NodeCIDRMaskSize int
@@ -177,7 +181,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		return err
 	}
 	validator := apivalidation.New()
-	resources := registry.AllWith(c.cfg.Registry, validator)
+	resources := registry.AllWith(validator)
 	tokens, err := c.serviceAccountTokens(store, resources)
 	if err != nil {
 		return err
@@ -196,7 +200,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	acc, err := c.accessControl(bundle, validator)
+	acc, err := c.accessControl(ctx, bundle, validator)
 	if err != nil {
 		return err
 	}
@@ -393,7 +397,7 @@ func (c *ControlPlane) serviceAccountTokens(store storage.Store, resources []*re
 // informers of one loopback client under kube-apiserver's loopback
 // identity (system:apiserver, group system:masters): RBAC with its
 // escalation check and bootstrap policy, and upstream's admission plugins.
-func (c *ControlPlane) accessControl(bundle *pki.Bundle, v *apivalidation.Validator) (*accessControl, error) {
+func (c *ControlPlane) accessControl(ctx context.Context, bundle *pki.Bundle, v *apivalidation.Validator) (*accessControl, error) {
 	cfg, err := c.clientConfig(bundle, "system:apiserver", []string{"system:masters"}, -1, 0)
 	if err != nil {
 		return nil, err
@@ -407,7 +411,8 @@ func (c *ControlPlane) accessControl(bundle *pki.Bundle, v *apivalidation.Valida
 	if err != nil {
 		return nil, err
 	}
-	chain, err := admissionplugins.New(admissionplugins.Config{Validator: v, Client: cs, Informers: factory, Authorizer: authz})
+	chain, err := admissionplugins.New(admissionplugins.Config{Validator: v, Client: cs, Informers: factory, Authorizer: authz, Stop: ctx.Done(),
+		NotReadyTolerationSeconds: c.cfg.NotReadyTolerationSeconds, UnreachableTolerationSeconds: c.cfg.UnreachableTolerationSeconds})
 	if err != nil {
 		return nil, err
 	}

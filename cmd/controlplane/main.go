@@ -30,7 +30,6 @@ import (
 	"github.com/nodelet/nodelet/controlplane/controllers/podgc"
 	"github.com/nodelet/nodelet/controlplane/controllers/upstream"
 	"github.com/nodelet/nodelet/controlplane/pki"
-	"github.com/nodelet/nodelet/controlplane/registry"
 	"github.com/nodelet/nodelet/sdnotify"
 )
 
@@ -57,7 +56,7 @@ func (l *stringList) Set(v string) error { *l = append(*l, strings.Split(v, ",")
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
-	cfg := controlplane.Config{Registry: registry.DefaultOptions()}
+	cfg := controlplane.Config{}
 	var sans stringList
 	fs.StringVar(&cfg.DataDir, "data-dir", "/var/lib/nodelet-controlplane", "directory for state, certificates and kubeconfigs")
 	fs.StringVar(&cfg.BindAddress, "bind-address", "0.0.0.0", "address to serve HTTPS on")
@@ -68,8 +67,8 @@ func run(args []string) error {
 	fs.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "address pods and nodes use to reach the API server (default: the bind address, or the host's first global address)")
 	fs.StringVar(&cfg.ServiceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "CIDR that Service cluster IPs are allocated from")
 	fs.StringVar(&cfg.ClusterDNSIP, "cluster-dns-ip", "", "cluster IP of the kube-system/kube-dns Service, where the nodelets serve the cluster DNS (their --cluster-dns; default: the tenth address of --service-cluster-ip-range, 10.96.0.10)")
-	fs.Int64Var(&cfg.Registry.DefaultNotReadyTolerationSeconds, "default-not-ready-toleration-seconds", 300, "tolerationSeconds added to pods for the not-ready taint")
-	fs.Int64Var(&cfg.Registry.DefaultUnreachableTolerationSeconds, "default-unreachable-toleration-seconds", 300, "tolerationSeconds added to pods for the unreachable taint")
+	fs.Int64Var(&cfg.NotReadyTolerationSeconds, "default-not-ready-toleration-seconds", 300, "tolerationSeconds added to pods for the not-ready taint")
+	fs.Int64Var(&cfg.UnreachableTolerationSeconds, "default-unreachable-toleration-seconds", 300, "tolerationSeconds added to pods for the unreachable taint")
 	fs.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "CIDR that node pod CIDRs are allocated from")
 	fs.IntVar(&cfg.NodeCIDRMaskSize, "node-cidr-mask-size", 24, "prefix length of each node's pod CIDR")
 	fs.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", 50*time.Second, "how long a node may miss lease renewals before it is marked unhealthy")

@@ -17,12 +17,10 @@ package admissionplugins
 import (
 	"context"
 	"fmt"
-	"io"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	genericinitializer "k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -30,18 +28,10 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/featuregate"
-	"k8s.io/kubernetes/pkg/auth/nodeidentifier"
-	"k8s.io/kubernetes/plugin/pkg/admission/noderestriction"
-	"k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
 
 	"github.com/nodelet/nodelet/controlplane/apivalidation"
+	"github.com/nodelet/nodelet/controlplane/quota"
 )
-
-// DefaultPlugins are the plugins on by default, in kube-apiserver's
-// order (its RecommendedPluginOrder) among those served here. The
-// namespace lifecycle and Priority steps are still the API server's own
-// (apiserver/admission.go, priority.go) and run first.
-var DefaultPlugins = []string{serviceaccount.PluginName, noderestriction.PluginName}
 
 // Config wires a Chain.
 type Config struct {
@@ -59,43 +49,65 @@ type Config struct {
 	// Features are the feature gates plugins consult (upstream's defaults
 	// when nil).
 	Features featuregate.FeatureGate
+	// Stop ends the plugins' own workers (ResourceQuota's); required.
+	Stop <-chan struct{}
 	// Plugins names the plugins in order; nil means DefaultPlugins.
 	Plugins []string
+	// NotReadyTolerationSeconds and UnreachableTolerationSeconds are the
+	// tolerationSeconds DefaultTolerationSeconds gives pods for the
+	// not-ready and unreachable NoExecute taints (upstream's
+	// --default-not-ready-toleration-seconds and
+	// --default-unreachable-toleration-seconds); 0 means upstream's 300.
+	NotReadyTolerationSeconds    int64
+	UnreachableTolerationSeconds int64
 }
 
 // Chain is the admission chain: one call runs every mutating (Admit) or
 // validating (Validate) plugin in order.
 type Chain struct {
+	// segments are the configured plugins in order, grouped into runs of
+	// those that read v1 objects and those that read internal ones.
+	segments []segment
+	v        *apivalidation.Validator
+	objects  admission.ObjectInterfaces
+}
+
+// segment is a run of consecutive plugins of the chain.
+type segment struct {
+	names   []string
 	handler admission.Interface
-	v       *apivalidation.Validator
-	objects admission.ObjectInterfaces
-	// reach says, per configured plugin, which requests it may act on;
-	// nil: all of them (see reaches).
+	// convert: the plugins read internal types.
+	convert bool
+	// reach says, per plugin of a converting segment, which requests it
+	// may act on; nil: all of them (see reaches).
 	reach []func(admission.Attributes) bool
 }
 
-// nodes tells nodes' requests apart, as NodeRestriction does.
-var nodes = nodeidentifier.NewDefaultNodeIdentifier()
-
-// reaches are the requests the plugins named here act on at all, as each
-// checks first itself: knowing it, the chain converts no object for a
-// request no plugin reads (a ConfigMap written by a user, the common
-// case). A plugin not named here reaches every request.
-var reaches = map[string]func(admission.Attributes) bool{
-	// Pods and their ephemeral containers.
-	serviceaccount.PluginName: func(a admission.Attributes) bool {
-		return a.GetResource().GroupResource() == schema.GroupResource{Resource: "pods"}
-	},
-	// Requests of nodes only.
-	noderestriction.PluginName: func(a admission.Attributes) bool {
-		_, isNode := nodes.NodeIdentity(a.GetUserInfo())
-		return isNode
-	},
+// plan groups names, in order, into runs of plugins that read v1
+// objects and runs of those that read internal ones (handlers unset).
+func plan(names []string) []segment {
+	var out []segment
+	for len(names) > 0 {
+		n := 1
+		for n < len(names) && readsV1[names[n]] == readsV1[names[0]] {
+			n++
+		}
+		s := segment{names: names[:n], convert: !readsV1[names[0]]}
+		for _, name := range s.names {
+			s.reach = append(s.reach, reaches[name])
+		}
+		out = append(out, s)
+		names = names[n:]
+	}
+	return out
 }
 
-// reached reports whether some configured plugin may act on a.
-func (c *Chain) reached(a admission.Attributes) bool {
-	for _, r := range c.reach {
+// reached reports whether some plugin of the segment may act on a.
+func (s segment) reached(a admission.Attributes) bool {
+	if !s.convert {
+		return true
+	}
+	for _, r := range s.reach {
 		if r == nil || r(a) {
 			return true
 		}
@@ -106,45 +118,58 @@ func (c *Chain) reached(a admission.Attributes) bool {
 // New builds the plugins of cfg.Plugins and checks that each got what it
 // needs (upstream's ValidateInitialization).
 func New(cfg Config) (*Chain, error) {
-	if cfg.Validator == nil || cfg.Client == nil || cfg.Informers == nil {
-		return nil, fmt.Errorf("admission chain: validator, client and informers are required")
+	if cfg.Validator == nil || cfg.Client == nil || cfg.Informers == nil || cfg.Stop == nil {
+		return nil, fmt.Errorf("admission chain: validator, client, informers and stop are required")
 	}
 	names := cfg.Plugins
 	if names == nil {
 		names = DefaultPlugins
 	}
+	if err := setTolerationSeconds(cfg.NotReadyTolerationSeconds, cfg.UnreachableTolerationSeconds); err != nil {
+		return nil, err
+	}
+	quotas, err := quota.Configuration(nil, cfg.Informers)
+	if err != nil {
+		return nil, fmt.Errorf("admission chain: %w", err)
+	}
 	plugins := admission.NewPlugins()
-	serviceaccount.Register(plugins)
-	noderestriction.Register(plugins)
+	register(plugins)
 	features := cfg.Features
 	if features == nil {
 		features = utilfeature.DefaultFeatureGate
 	}
-	init := genericinitializer.New(cfg.Client, nil, cfg.Informers, cfg.Authorizer, features, nil, nil, nil)
-	handler, err := plugins.NewFromPlugins(names, noConfig{}, init, nil)
-	if err != nil {
-		return nil, fmt.Errorf("admission chain: %w", err)
+	init := admission.PluginInitializers{
+		genericinitializer.New(cfg.Client, nil, cfg.Informers, cfg.Authorizer, features, nil, cfg.Stop, nil),
+		quotaInitializer{cfg: quotas},
 	}
-	reach := make([]func(admission.Attributes) bool, len(names))
-	for i, n := range names {
-		reach[i] = reaches[n]
+	c := &Chain{v: cfg.Validator, objects: admission.NewObjectInterfacesFromScheme(cfg.Validator.Scheme()), segments: plan(names)}
+	for i := range c.segments {
+		s := &c.segments[i]
+		if s.handler, err = plugins.NewFromPlugins(s.names, noConfig{}, init, nil); err != nil {
+			return nil, fmt.Errorf("admission chain: %w", err)
+		}
 	}
-	return &Chain{handler: handler, v: cfg.Validator, objects: admission.NewObjectInterfacesFromScheme(cfg.Validator.Scheme()),
-		reach: reach}, nil
+	return c, nil
 }
-
-// noConfig: no plugin here reads a configuration file (upstream's
-// --admission-control-config-file).
-type noConfig struct{}
-
-func (noConfig) ConfigFor(string) (io.Reader, error) { return nil, nil }
 
 // Admit runs the mutating plugins. a's object (and old object) are the
 // API server's v1 objects; the object is changed in place.
 func (c *Chain) Admit(ctx context.Context, a admission.Attributes) error {
-	mut, ok := c.handler.(admission.MutationInterface)
-	if !ok || !mut.Handles(a.GetOperation()) || !c.reached(a) {
-		return nil
+	for _, s := range c.segments {
+		mut, ok := s.handler.(admission.MutationInterface)
+		if !ok || !mut.Handles(a.GetOperation()) || !s.reached(a) {
+			continue
+		}
+		if err := c.admit(ctx, s, mut, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Chain) admit(ctx context.Context, s segment, mut admission.MutationInterface, a admission.Attributes) error {
+	if !s.convert {
+		return mut.Admit(ctx, a, c.objects)
 	}
 	in, err := c.internal(a)
 	if err != nil {
@@ -168,17 +193,26 @@ func (c *Chain) Admit(ctx context.Context, a admission.Attributes) error {
 	return c.external(in.GetObject(), obj)
 }
 
-// Validate runs the validating plugins; they change nothing.
+// Validate runs the validating plugins; they change nothing (but
+// ResourceQuota charges the quota as it admits).
 func (c *Chain) Validate(ctx context.Context, a admission.Attributes) error {
-	val, ok := c.handler.(admission.ValidationInterface)
-	if !ok || !val.Handles(a.GetOperation()) || !c.reached(a) {
-		return nil
+	for _, s := range c.segments {
+		val, ok := s.handler.(admission.ValidationInterface)
+		if !ok || !val.Handles(a.GetOperation()) || !s.reached(a) {
+			continue
+		}
+		in := a
+		if s.convert {
+			var err error
+			if in, err = c.internal(a); err != nil {
+				return err
+			}
+		}
+		if err := val.Validate(ctx, in, c.objects); err != nil {
+			return err
+		}
 	}
-	in, err := c.internal(a)
-	if err != nil {
-		return err
-	}
-	return val.Validate(ctx, in, c.objects)
+	return nil
 }
 
 // internal is a with its objects converted to internal types (copies:

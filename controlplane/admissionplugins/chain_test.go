@@ -9,37 +9,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
-	"github.com/nodelet/nodelet/controlplane/admissionplugins"
-	"github.com/nodelet/nodelet/controlplane/apiserver"
-	"github.com/nodelet/nodelet/controlplane/apivalidation"
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
 )
 
 // start runs a real API server whose admission chain is upstream's
 // default plugins, their informers on a loopback client.
 func start(t *testing.T) kubernetes.Interface {
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := controlplanetest.Start(t, controlplanetest.Options{
-		Admission: func(tb testing.TB, loopback *rest.Config) []apiserver.Admission {
-			cs, err := kubernetes.NewForConfig(loopback)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			f := informers.NewSharedInformerFactory(cs, 0)
-			chain, err := admissionplugins.New(admissionplugins.Config{Validator: apivalidation.New(), Client: cs, Informers: f,
-				Authorizer: apiserver.AllowAuthenticated})
-			if err != nil {
-				tb.Fatal(err)
-			}
-			f.Start(ctx.Done())
-			tb.Cleanup(func() { cancel(); f.Shutdown() })
-			return []apiserver.Admission{chain}
-		},
-	})
+	srv := controlplanetest.Start(t, controlplanetest.Options{Admission: controlplanetest.UpstreamAdmission})
 	return srv.Clientset(t)
 }
 

@@ -8,18 +8,27 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 )
 
-// TestReach: the default chain reads pods of anyone and anything of a
-// node, and nothing else (a user's ConfigMap is not even converted); a
-// plugin the table does not name reaches everything.
+// TestReach: the default chain reads pods and nodes of anyone and
+// anything of a node, and nothing else (a user's ConfigMap is not even
+// converted; NamespaceLifecycle reads no object); a plugin the table does
+// not name reaches everything.
 func TestReach(t *testing.T) {
 	attrs := func(resource, who string, groups ...string) admission.Attributes {
 		return admission.NewAttributesRecord(nil, nil, schema.GroupVersionKind{}, "ns", "n",
 			schema.GroupVersionResource{Version: "v1", Resource: resource}, "", admission.Create, nil, false,
 			&user.DefaultInfo{Name: who, Groups: groups})
 	}
-	c := &Chain{}
-	for _, n := range DefaultPlugins {
-		c.reach = append(c.reach, reaches[n])
+	segments := plan(DefaultPlugins)
+	if len(segments) != 3 || segments[0].convert || !segments[1].convert || segments[2].convert {
+		t.Fatalf("segments %+v: want lifecycle, the converting plugins, then ResourceQuota", segments)
+	}
+	converted := func(a admission.Attributes) bool {
+		for _, s := range segments {
+			if s.convert && s.reached(a) {
+				return true
+			}
+		}
+		return false
 	}
 	for _, tc := range []struct {
 		a    admission.Attributes
@@ -27,17 +36,18 @@ func TestReach(t *testing.T) {
 	}{
 		{attrs("configmaps", "jane"), false},
 		{attrs("pods", "jane"), true},
+		{attrs("persistentvolumeclaims", "jane"), true}, // LimitRanger
 		{attrs("configmaps", "system:node:n1", user.NodesGroup), true},
 		{attrs("nodes", "system:node:n1", user.NodesGroup), true},
-		{attrs("nodes", "system:node:n1"), false}, // not in system:nodes: not a node
+		{attrs("configmaps", "system:node:n1"), false}, // not in system:nodes: not a node
+		{attrs("nodes", "jane"), true},                 // TaintNodesByCondition
 	} {
-		if got := c.reached(tc.a); got != tc.want {
+		if got := converted(tc.a); got != tc.want {
 			t.Errorf("%s by %s %v: reached %v, want %v", tc.a.GetResource().Resource, tc.a.GetUserInfo().GetName(),
 				tc.a.GetUserInfo().GetGroups(), got, tc.want)
 		}
 	}
-	c.reach = append(c.reach, nil)
-	if !c.reached(attrs("configmaps", "jane")) {
+	if !(segment{convert: true, reach: []func(admission.Attributes) bool{nil}}).reached(attrs("configmaps", "jane")) {
 		t.Errorf("a plugin outside the table does not reach every request")
 	}
 }

@@ -9,11 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/nodelet/nodelet/controlplane/registry"
 )
 
 // Node ports come from upstream's default range.
@@ -22,10 +19,10 @@ const (
 	nodePortMax = 32767
 )
 
-// ownAdmission holds the checks and allocations that need state beyond the
-// object itself, done by the server rather than by a plugin of the chain
-// (admit.go): the namespace lifecycle, and Service cluster IPs and node
-// ports.
+// ownAdmission holds the allocations that need state beyond the object
+// itself, done by the server rather than by a plugin of the chain
+// (admit.go): Service cluster IPs and node ports, as upstream's Service
+// REST allocates them.
 //
 // Allocations are derived from the stored Services plus the reservations
 // of creates still in flight, so nothing leaks across crashes or failed
@@ -45,46 +42,6 @@ func newAdmission(s *Server, serviceCIDR string) (*ownAdmission, error) {
 		return nil, fmt.Errorf("service CIDR %q: want an IPv4 prefix of /30 or larger", serviceCIDR)
 	}
 	return &ownAdmission{s: s, cidr: p.Masked(), pending: map[netip.Addr]bool{}, ports: map[int32]bool{}}, nil
-}
-
-// admitCreate runs before defaults and validation on every create: the
-// namespace lifecycle, then the Priority step (priority.go).
-func (a *ownAdmission) admitCreate(ctx context.Context, res *registry.Resource, obj runtime.Object) error {
-	if err := a.admitNamespace(ctx, res, obj); err != nil {
-		return err
-	}
-	return a.admitPriority(ctx, res, obj, nil)
-}
-
-// admitNamespace: objects may not be created in a missing or terminating
-// namespace, as upstream's NamespaceLifecycle plugin enforces.
-func (a *ownAdmission) admitNamespace(ctx context.Context, res *registry.Resource, obj runtime.Object) error {
-	if !res.Namespaced {
-		return nil
-	}
-	ns := accessor(obj).GetNamespace()
-	if ns == "" {
-		return apierrors.NewBadRequest("the server could not find the namespace in the request")
-	}
-	nsRes := a.s.Resource("", "namespaces")
-	if nsRes == nil {
-		return nil
-	}
-	nsObj, _, err := a.s.getObject(ctx, nsRes, "", ns)
-	if apierrors.IsNotFound(err) {
-		return apierrors.NewNotFound(groupResource(nsRes), ns)
-	}
-	if err != nil {
-		return err
-	}
-	if n, ok := nsObj.(*corev1.Namespace); ok && (n.DeletionTimestamp != nil || n.Status.Phase == corev1.NamespaceTerminating) {
-		err := apierrors.NewForbidden(groupResource(res), accessor(obj).GetName(),
-			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
-		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
-			Type: corev1.NamespaceTerminatingCause, Message: fmt.Sprintf("namespace %s is being terminated", ns), Field: "metadata.namespace"})
-		return err
-	}
-	return nil
 }
 
 // allocate gives a Service its cluster IP and node ports, after defaults

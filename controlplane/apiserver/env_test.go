@@ -40,7 +40,7 @@ func newTestEnv(tb testing.TB, hub storage.HubOptions, wrap func(http.Handler) h
 		tb.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := New(Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
+	srv, err := New(Config{Store: store, Resources: registry.All(),
 		Authn: testAuthn(), Authz: AllowAuthenticated, Log: log})
 	if err != nil {
 		tb.Fatal(err)

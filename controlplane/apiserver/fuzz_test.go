@@ -52,7 +52,7 @@ func FuzzRequests(f *testing.F) {
 		f.Fatal(err)
 	}
 	defer store.Close()
-	srv, err := New(Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
+	srv, err := New(Config{Store: store, Resources: registry.All(),
 		Authn: adminAuthn{}, Authz: AllowAuthenticated, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatal(err)
@@ -140,7 +140,7 @@ func FuzzAuthorizationAttributes(f *testing.F) {
 	}
 	defer store.Close()
 	authz := &refusingAuthz{}
-	srv, err := New(Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
+	srv, err := New(Config{Store: store, Resources: registry.All(),
 		Authn: janeAuthn{}, Authz: authz, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatal(err)

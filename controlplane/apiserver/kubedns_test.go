@@ -28,7 +28,7 @@ func TestEnsureKubeDNSService(t *testing.T) {
 	env := newTestEnv(t, storage.HubOptions{}, nil)
 	ctx := context.Background()
 	withDNS := func() *Server {
-		s, err := New(Config{Store: env.store, Resources: registry.All(registry.DefaultOptions()),
+		s, err := New(Config{Store: env.store, Resources: registry.All(),
 			Authn: testAuthn(), Authz: AllowAuthenticated, ClusterDNSIP: "10.96.0.10"})
 		if err != nil {
 			t.Fatal(err)
@@ -73,7 +73,7 @@ func TestEnsureKubeDNSServiceAddressTaken(t *testing.T) {
 	if _, err := cs.CoreV1().Services("default").Create(ctx, taken, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Store: env.store, Resources: registry.All(registry.DefaultOptions()),
+	s, err := New(Config{Store: env.store, Resources: registry.All(),
 		Authn: testAuthn(), Authz: AllowAuthenticated, ClusterDNSIP: "10.96.0.10"})
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ func newMetricsServer(t *testing.T) (http.Handler, *RequestMetrics, *prometheus.
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
+	srv, err := New(Config{Store: store, Resources: registry.All(),
 		Authn: userHeader{}, Authz: AllowAuthenticated, RequestMetrics: m})
 	if err != nil {
 		t.Fatal(err)

@@ -161,7 +161,7 @@ func newMetricsEnv(tb testing.TB, src MetricsSource, authz authorizer.Authorizer
 		tb.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := New(Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
+	srv, err := New(Config{Store: store, Resources: registry.All(),
 		Authn: testAuthn(), Authz: authz, Log: log, Metrics: src})
 	if err != nil {
 		tb.Fatal(err)

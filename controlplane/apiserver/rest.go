@@ -194,9 +194,6 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, obj runtime
 func (s *Server) createOnce(ctx context.Context, res *registry.Resource, obj runtime.Object, dryRun bool) error {
 	m := accessor(obj)
 	prepareCreateMeta(res, m)
-	if err := s.admission.admitCreate(ctx, res, obj); err != nil {
-		return err
-	}
 	if res.Default != nil {
 		res.Default(obj)
 	}
@@ -315,11 +312,6 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 				fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, accessor(cur).GetUID()))
 		}
 		setTypeMeta(res, obj)
-		if sub == "" {
-			if err := s.admission.admitPriority(ctx, res, obj, cur); err != nil {
-				return nil, err
-			}
-		}
 		// The URL's namespace and name, not the body's, as upstream's
 		// attributes (prepareUpdate resets the body's namespace later).
 		adm := admissionRequest{res: res, sub: sub, op: admission.Update, ns: ns, name: name, obj: obj, old: cur, dryRun: dryRun}

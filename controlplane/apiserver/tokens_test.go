@@ -37,7 +37,7 @@ func newTokenEnv(t *testing.T) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resources := registry.All(registry.DefaultOptions())
+	resources := registry.All()
 	getter, err := NewObjectGetter(store, resources)
 	if err != nil {
 		t.Fatal(err)

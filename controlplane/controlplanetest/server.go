@@ -110,7 +110,7 @@ func Start(tb testing.TB, opts Options) *Server {
 	if opts.Authz != nil {
 		authz = opts.Authz(tb, s.UserConfig(tb, "system:apiserver", "system:masters"))
 	}
-	api, err := apiserver.New(apiserver.Config{Store: store, Resources: registry.All(registry.DefaultOptions()),
+	api, err := apiserver.New(apiserver.Config{Store: store, Resources: registry.All(),
 		Authn: authn, Authz: authz, Log: log,
 		Metrics: opts.Metrics, Admission: admit})
 	if err != nil {

@@ -39,7 +39,7 @@ func newLimitRange() *corev1.LimitRange {
 // TestCoreDiscoveryOrder: upstream lists core/v1 resources by name.
 func TestCoreDiscoveryOrder(t *testing.T) {
 	var names []string
-	for _, r := range All(DefaultOptions()) {
+	for _, r := range All() {
 		if r.GroupVersion == corev1.SchemeGroupVersion {
 			names = append(names, r.Name)
 		}

@@ -28,7 +28,7 @@ func TestImagePullPolicyDefault(t *testing.T) {
 	}
 	for _, tt := range tests {
 		pod := newPod(corev1.Container{Name: "app", Image: tt.image})
-		defaultWith(t, DefaultOptions(), pod)
+		defaultWith(t, pod)
 		c := pod.Spec.Containers[0]
 		if c.ImagePullPolicy != tt.want {
 			t.Errorf("image %q: pull policy %q, want %q", tt.image, c.ImagePullPolicy, tt.want)
@@ -52,7 +52,7 @@ func TestPodDefaults(t *testing.T) {
 		{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}},
 		{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data"}}},
 	}
-	defaultWith(t, DefaultOptions(), pod)
+	defaultWith(t, pod)
 
 	spec := pod.Spec
 	if spec.RestartPolicy != corev1.RestartPolicyAlways || spec.DNSPolicy != corev1.DNSClusterFirst ||
@@ -60,11 +60,10 @@ func TestPodDefaults(t *testing.T) {
 		spec.SecurityContext == nil || !*spec.EnableServiceLinks {
 		t.Errorf("pod spec defaults wrong: %+v", spec)
 	}
-	if spec.ServiceAccountName != "default" || spec.DeprecatedServiceAccount != "default" {
-		t.Errorf("service account = %q/%q, want default", spec.ServiceAccountName, spec.DeprecatedServiceAccount)
-	}
-	if spec.Priority == nil || *spec.Priority != 0 || *spec.PreemptionPolicy != corev1.PreemptLowerPriority {
-		t.Errorf("priority defaults wrong: %v %v", spec.Priority, spec.PreemptionPolicy)
+	// The account, priority and tolerations are admission's, not defaults.
+	if spec.ServiceAccountName != "" || spec.Priority != nil || spec.PreemptionPolicy != nil || len(spec.Tolerations) != 0 {
+		t.Errorf("admission's fields defaulted: account %q priority %v policy %v tolerations %v",
+			spec.ServiceAccountName, spec.Priority, spec.PreemptionPolicy, spec.Tolerations)
 	}
 	c := spec.Containers[0]
 	if c.ImagePullPolicy != corev1.PullIfNotPresent || c.TerminationMessagePath != "/dev/termination-log" ||
@@ -90,57 +89,12 @@ func TestPodDefaults(t *testing.T) {
 	}
 }
 
-func TestPodDefaultTolerations(t *testing.T) {
-	secs := func(n int64) *int64 { return &n }
-	tests := []struct {
-		name     string
-		existing []corev1.Toleration
-		wantKeys []string
-	}{
-		{"none", nil, []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable}},
-		{"not-ready tolerated", []corev1.Toleration{{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: secs(5)}},
-			[]string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable}},
-		{"everything tolerated", []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, []string{""}},
-		{"NoSchedule does not count", []corev1.Toleration{{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-			[]string{corev1.TaintNodeUnreachable, corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			pod := newPod(ctr("app", "nginx"))
-			pod.Spec.Tolerations = tt.existing
-			defaultWith(t, Options{DefaultNotReadyTolerationSeconds: 111, DefaultUnreachableTolerationSeconds: 222}, pod)
-			var keys []string
-			for _, tol := range pod.Spec.Tolerations {
-				keys = append(keys, tol.Key)
-			}
-			if len(keys) != len(tt.wantKeys) {
-				t.Fatalf("toleration keys = %q, want %q", keys, tt.wantKeys)
-			}
-			for i := range keys {
-				if keys[i] != tt.wantKeys[i] {
-					t.Fatalf("toleration keys = %q, want %q", keys, tt.wantKeys)
-				}
-			}
-			last := pod.Spec.Tolerations[len(keys)-1]
-			if last.Key == corev1.TaintNodeUnreachable && last.Effect == corev1.TaintEffectNoExecute && *last.TolerationSeconds != 222 {
-				t.Errorf("unreachable tolerationSeconds = %d, want 222", *last.TolerationSeconds)
-			}
-			// Defaulting again must not add more.
-			n := len(pod.Spec.Tolerations)
-			defaultWith(t, DefaultOptions(), pod)
-			if len(pod.Spec.Tolerations) != n {
-				t.Errorf("defaulting is not idempotent: %d tolerations, then %d", n, len(pod.Spec.Tolerations))
-			}
-		})
-	}
-}
-
 func TestDeploymentDefaults(t *testing.T) {
 	d := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{ctr("app", "nginx")}},
 	}}}
-	defaultWith(t, DefaultOptions(), d)
+	defaultWith(t, d)
 	s := d.Spec
 	if *s.Replicas != 1 || s.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType ||
 		s.Strategy.RollingUpdate.MaxSurge.String() != "25%" || s.Strategy.RollingUpdate.MaxUnavailable.String() != "25%" ||
@@ -158,7 +112,7 @@ func TestDeploymentDefaults(t *testing.T) {
 		t.Errorf("pod-only defaults leaked into the template: %+v", ps)
 	}
 	rec := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}}}
-	defaultWith(t, DefaultOptions(), rec)
+	defaultWith(t, rec)
 	if rec.Spec.Strategy.RollingUpdate != nil {
 		t.Errorf("Recreate got rollingUpdate %+v", rec.Spec.Strategy.RollingUpdate)
 	}

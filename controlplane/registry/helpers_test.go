@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// resourceByName finds a resource of All(DefaultOptions()) or fails the test.
+// resourceByName finds a resource of All() or fails the test.
 func resourceByName(t testing.TB, name string) *Resource {
 	t.Helper()
-	for _, r := range All(DefaultOptions()) {
+	for _, r := range All() {
 		if r.Name == name {
 			return r
 		}
@@ -28,7 +28,7 @@ func resourceByName(t testing.TB, name string) *Resource {
 // "apps/v1") under name.
 func resourceByVersion(t testing.TB, gv, name string) *Resource {
 	t.Helper()
-	for _, r := range All(DefaultOptions()) {
+	for _, r := range All() {
 		if r.Name == name && r.GroupVersion.String() == gv {
 			return r
 		}
@@ -39,9 +39,9 @@ func resourceByVersion(t testing.TB, gv, name string) *Resource {
 
 // defaultWith runs the Default hook (upstream's defaulters, then the
 // registry's own) of the resource in All(opts) that serves obj's type.
-func defaultWith(t testing.TB, opts Options, obj runtime.Object) {
+func defaultWith(t testing.TB, obj runtime.Object) {
 	t.Helper()
-	for _, r := range All(opts) {
+	for _, r := range All() {
 		if reflect.TypeOf(r.New()) == reflect.TypeOf(obj) {
 			r.Default(obj)
 			return

@@ -14,7 +14,7 @@ import (
 	"github.com/nodelet/nodelet/podresources"
 )
 
-func podResource(opts Options) *Resource {
+func podResource() *Resource {
 	return &Resource{
 		GroupVersion: corev1.SchemeGroupVersion,
 		Name:         "pods",
@@ -31,7 +31,7 @@ func podResource(opts Options) *Resource {
 		// delete that respects PodDisruptionBudgets.
 		Subresources: []string{"status", "binding", "eviction", "log", "exec", "attach", "portforward"},
 
-		Default:                mutate(func(p *corev1.Pod) { defaultPod(p, opts) }),
+		Default:                mutate(func(p *corev1.Pod) { defaultPod(p) }),
 		PrepareForCreate:       mutate(preparePodForCreate),
 		PrepareForUpdate:       mutate2(func(p, old *corev1.Pod) { p.Status = *old.Status.DeepCopy() }),
 		PrepareForStatusUpdate: mutate2(preparePodForStatusUpdate),

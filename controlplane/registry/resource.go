@@ -137,13 +137,3 @@ func (r *Resource) HasSubresource(sub string) bool {
 	}
 	return false
 }
-
-// Options tunes the behaviour of the registry that operators may change.
-type Options struct {
-	// DefaultNotReadyTolerationSeconds and DefaultUnreachableTolerationSeconds
-	// are the tolerationSeconds that pod admission adds for the
-	// node.kubernetes.io/not-ready and node.kubernetes.io/unreachable NoExecute
-	// taints, as upstream's DefaultTolerationSeconds plugin does (300 each).
-	DefaultNotReadyTolerationSeconds    int64
-	DefaultUnreachableTolerationSeconds int64
-}

@@ -6,25 +6,16 @@ import (
 	"github.com/nodelet/nodelet/controlplane/apivalidation"
 )
 
-// DefaultOptions returns the options upstream's kube-apiserver uses by
-// default: 300 seconds for both default NoExecute tolerations.
-func DefaultOptions() Options {
-	return Options{
-		DefaultNotReadyTolerationSeconds:    300,
-		DefaultUnreachableTolerationSeconds: 300,
-	}
-}
-
 // All returns every resource the control plane serves, each freshly built
 // (callers may modify what they get). Resources of the same group version
 // are adjacent and ordered as upstream's discovery lists them.
-func All(opts Options) []*Resource {
-	return AllWith(opts, apivalidation.New())
+func All() []*Resource {
+	return AllWith(apivalidation.New())
 }
 
 // AllWith is All on the validator v, which the caller shares (its scheme
 // is the largest thing the registry holds).
-func AllWith(opts Options, v *apivalidation.Validator) []*Resource {
+func AllWith(v *apivalidation.Validator) []*Resource {
 	events := eventResource()
 	hpa := horizontalPodAutoscalerResource()
 	resources := []*Resource{
@@ -36,7 +27,7 @@ func AllWith(opts Options, v *apivalidation.Validator) []*Resource {
 		nodeResource(),
 		persistentVolumeClaimResource(),
 		persistentVolumeResource(),
-		podResource(opts),
+		podResource(),
 		podTemplateResource(),
 		replicationControllerResource(),
 		resourceQuotaResource(),

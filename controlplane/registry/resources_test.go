@@ -56,7 +56,7 @@ func TestAllResources(t *testing.T) {
 		{"volumeattachments", "storage.k8s.io/v1", "VolumeAttachment", false, nil, []string{"status"}, true, false, false},
 	}
 	stored := 0
-	for _, r := range All(DefaultOptions()) {
+	for _, r := range All() {
 		if !r.Review {
 			stored++
 		}
@@ -105,7 +105,7 @@ func TestStoredVersions(t *testing.T) {
 			t.Errorf("%s %s: stored as %s %s", tt.gv, tt.name, got.GroupVersion, got.Name)
 		}
 	}
-	for _, r := range All(DefaultOptions()) {
+	for _, r := range All() {
 		if r.Stored == nil && r.StorageResource() != r {
 			t.Errorf("%s %s: storage resource is not itself", r.GroupVersion, r.Name)
 		}
@@ -150,7 +150,7 @@ func TestWarningHooks(t *testing.T) {
 	warned := map[string]bool{"pods": true, "podtemplates": true, "replicationcontrollers": true, "services": true,
 		"persistentvolumeclaims": true, "deployments": true, "replicasets": true, "daemonsets": true,
 		"statefulsets": true, "jobs": true, "cronjobs": true, "resourcequotas": true}
-	for _, r := range All(DefaultOptions()) {
+	for _, r := range All() {
 		if got := r.WarningsOnCreate != nil && r.WarningsOnUpdate != nil; got != warned[r.Name] {
 			t.Errorf("%s %s: warning hooks %v, want %v", r.GroupVersion, r.Name, got, warned[r.Name])
 		}

@@ -21,7 +21,7 @@ import (
 // preempts on node-a (no budget broken, though more victims), nominates
 // it, and binds the pod there once the victims are gone.
 func TestPreemptionThroughAPI(t *testing.T) {
-	srv := controlplanetest.Start(t, controlplanetest.Options{})
+	srv := controlplanetest.Start(t, controlplanetest.Options{Admission: controlplanetest.AdmissionWith("Priority")})
 	cs := srv.Clientset(t)
 	ctx := context.Background()
 	for name, value := range map[string]int32{"low": 10, "high": 1000} {

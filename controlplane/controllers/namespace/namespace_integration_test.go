@@ -22,7 +22,7 @@ import (
 
 func startController(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	srv := controlplanetest.Start(t, controlplanetest.Options{})
+	srv := controlplanetest.Start(t, controlplanetest.Options{Admission: controlplanetest.AdmissionWith("NamespaceLifecycle")})
 	cs := srv.Clientset(t)
 	md, err := metadata.NewForConfig(srv.Config)
 	if err != nil {

@@ -34,7 +34,7 @@ type harness struct {
 }
 
 func newHarness(t *testing.T) *harness {
-	srv := controlplanetest.Start(t, controlplanetest.Options{})
+	srv := controlplanetest.Start(t, controlplanetest.Options{Admission: controlplanetest.AdmissionWith("DefaultTolerationSeconds")})
 	cs := srv.Clientset(t)
 	h := &harness{t: t, cs: cs, clock: clocktesting.NewFakeClock(time.Now().Truncate(time.Second)), passes: make(chan struct{}, 1000)}
 	for _, n := range []string{"good", "bad"} {

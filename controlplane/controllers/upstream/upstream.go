@@ -3,7 +3,8 @@
 // ReplicaSets, Jobs, CronJobs, DaemonSets, ReplicationControllers,
 // StatefulSets, PodDisruptionBudgets, finished-Job TTLs,
 // HorizontalPodAutoscalers (on the API server's own metrics.k8s.io),
-// namespaces' default ServiceAccounts and the kube-root-ca.crt ConfigMaps.
+// namespaces' default ServiceAccounts and the kube-root-ca.crt ConfigMaps,
+// ResourceQuotas' usage.
 // It only wires them as cmd/kube-controller-manager does: a client of its
 // own per controller (named by its user agent), the shared informer
 // factory, upstream's default worker counts. Each controller makes its own
@@ -131,6 +132,7 @@ func builders() map[string]builder {
 		"service-account-controller":         buildServiceAccounts,
 		"root-ca-cert-publisher":             buildRootCAPublisher,
 		"clusterrole-aggregation-controller": buildClusterRoleAggregation,
+		"resourcequota-controller":           buildResourceQuota,
 	}
 }
 

@@ -1,0 +1,132 @@
+package admissionplugins
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	genericinitializer "k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
+	apiquota "k8s.io/apiserver/pkg/quota/v1"
+	"k8s.io/kubernetes/pkg/auth/nodeidentifier"
+	"k8s.io/kubernetes/plugin/pkg/admission/defaulttolerationseconds"
+	"k8s.io/kubernetes/plugin/pkg/admission/limitranger"
+	"k8s.io/kubernetes/plugin/pkg/admission/noderestriction"
+	"k8s.io/kubernetes/plugin/pkg/admission/nodetaint"
+	"k8s.io/kubernetes/plugin/pkg/admission/priority"
+	"k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
+)
+
+// DefaultPlugins are the plugins on by default, in kube-apiserver's
+// order (its AllOrderedPlugins) among those served here.
+var DefaultPlugins = []string{
+	lifecycle.PluginName,
+	limitranger.PluginName,
+	serviceaccount.PluginName,
+	noderestriction.PluginName,
+	nodetaint.PluginName,
+	priority.PluginName,
+	defaulttolerationseconds.PluginName,
+	resourcequota.PluginName,
+}
+
+// register adds every plugin the chain knows to plugins.
+func register(plugins *admission.Plugins) {
+	lifecycle.Register(plugins)
+	limitranger.Register(plugins)
+	serviceaccount.Register(plugins)
+	noderestriction.Register(plugins)
+	nodetaint.Register(plugins)
+	priority.Register(plugins)
+	defaulttolerationseconds.Register(plugins)
+	resourcequota.Register(plugins)
+}
+
+// readsV1 are the plugins that read no object, or read v1 objects as
+// well as internal ones: the chain gives them the API server's v1
+// objects as they are, so they cost no conversion. NamespaceLifecycle
+// reads only the request's attributes; ResourceQuota's evaluators take
+// v1 pods, Services and claims, and count every other kind.
+var readsV1 = map[string]bool{lifecycle.PluginName: true, resourcequota.PluginName: true}
+
+// nodes tells nodes' requests apart, as NodeRestriction does.
+var nodes = nodeidentifier.NewDefaultNodeIdentifier()
+
+var (
+	podsResource    = schema.GroupResource{Resource: "pods"}
+	claimsResource  = schema.GroupResource{Resource: "persistentvolumeclaims"}
+	nodesResource   = schema.GroupResource{Resource: "nodes"}
+	classesResource = schema.GroupResource{Group: "scheduling.k8s.io", Resource: "priorityclasses"}
+)
+
+// reaches are the requests the plugins named here act on at all, as each
+// checks first itself: knowing it, the chain converts no object for a
+// request no plugin reads (a ConfigMap written by a user, the common
+// case). A converting plugin not named here reaches every request.
+var reaches = map[string]func(admission.Attributes) bool{
+	// Pods (and their resize) and claims.
+	limitranger.PluginName: func(a admission.Attributes) bool {
+		gr := a.GetResource().GroupResource()
+		return gr == podsResource || gr == claimsResource
+	},
+	// Pods and their ephemeral containers.
+	serviceaccount.PluginName: func(a admission.Attributes) bool {
+		return a.GetResource().GroupResource() == podsResource
+	},
+	// Pods and priority classes, not their subresources (pod groups are
+	// not served).
+	priority.PluginName: func(a admission.Attributes) bool {
+		gr := a.GetResource().GroupResource()
+		return a.GetSubresource() == "" && (gr == podsResource || gr == classesResource)
+	},
+	defaulttolerationseconds.PluginName: func(a admission.Attributes) bool {
+		return a.GetSubresource() == "" && a.GetResource().GroupResource() == podsResource
+	},
+	nodetaint.PluginName: func(a admission.Attributes) bool {
+		return a.GetSubresource() == "" && a.GetResource().GroupResource() == nodesResource
+	},
+	// Requests of nodes only.
+	noderestriction.PluginName: func(a admission.Attributes) bool {
+		_, isNode := nodes.NodeIdentity(a.GetUserInfo())
+		return isNode
+	},
+}
+
+// setTolerationSeconds sets DefaultTolerationSeconds' two values. The
+// plugin keeps them in package variables that only its flags write, so
+// they are set through its own flags, as kube-apiserver sets them; they
+// are the process's, one control plane per process.
+func setTolerationSeconds(notReady, unreachable int64) error {
+	fs := pflag.NewFlagSet("admission", pflag.ContinueOnError)
+	defaulttolerationseconds.RegisterFlags(fs)
+	for name, v := range map[string]int64{"default-not-ready-toleration-seconds": notReady,
+		"default-unreachable-toleration-seconds": unreachable} {
+		if v == 0 {
+			v = 300
+		}
+		if err := fs.Set(name, strconv.FormatInt(v, 10)); err != nil {
+			return fmt.Errorf("admission chain: %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// quotaInitializer gives ResourceQuota its configuration, as
+// kube-apiserver's own plugin initializer does.
+type quotaInitializer struct{ cfg apiquota.Configuration }
+
+func (q quotaInitializer) Initialize(p admission.Interface) {
+	if w, ok := p.(genericinitializer.WantsQuotaConfiguration); ok {
+		w.SetQuotaConfiguration(q.cfg)
+	}
+}
+
+// noConfig: no plugin here reads a configuration file (upstream's
+// --admission-control-config-file).
+type noConfig struct{}
+
+func (noConfig) ConfigFor(string) (io.Reader, error) { return nil, nil }
