@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/kubernetes/pkg/capabilities"
 
 	"github.com/nodelet/nodelet/buildinfo"
 	"github.com/nodelet/nodelet/controlplane/admissionplugins"
@@ -56,7 +57,11 @@ type Config struct {
 	// (refused by the authorizer, 403) instead of 401, as upstream's
 	// --anonymous-auth.
 	AnonymousAuth bool
-	ServiceCIDR   string
+	// AllowPrivileged lets pods run privileged containers (upstream's
+	// --allow-privileged, which kubeadm and k3s turn on); false refuses
+	// them in validation as "disallowed by cluster policy".
+	AllowPrivileged bool
+	ServiceCIDR     string
 	// ClusterDNSIP is the ClusterIP of the kube-system/kube-dns Service,
 	// the address the nodelets serve the cluster DNS on (their
 	// --cluster-dns). Empty: the service CIDR's tenth address (10.96.0.10).
@@ -180,6 +185,9 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Upstream's pod validation reads the privileged policy from this
+	// process-wide setting, as kube-apiserver sets it from its flag.
+	capabilities.Setup(c.cfg.AllowPrivileged, 0)
 	validator := apivalidation.New()
 	resources := registry.AllWith(validator)
 	tokens, err := c.serviceAccountTokens(store, resources)

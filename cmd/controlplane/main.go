@@ -63,6 +63,7 @@ func run(args []string) error {
 	fs.IntVar(&cfg.SecurePort, "secure-port", 6443, "port to serve HTTPS on")
 	fs.Var(&sans, "tls-san", "extra DNS name or IP for the serving certificate (repeatable)")
 	fs.StringVar(&cfg.TokenAuthFile, "token-auth-file", "", "static bearer tokens: token,user,uid,\"group1,group2\" per line")
+	fs.BoolVar(&cfg.AllowPrivileged, "allow-privileged", true, "allow pods with privileged containers (false refuses them, as upstream's kube-apiserver does by default; kubeadm turns it on)")
 	fs.BoolVar(&cfg.AnonymousAuth, "anonymous-auth", false, "treat requests without credentials as system:anonymous (group system:unauthenticated) instead of refusing them with 401")
 	fs.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "address pods and nodes use to reach the API server (default: the bind address, or the host's first global address)")
 	fs.StringVar(&cfg.ServiceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "CIDR that Service cluster IPs are allocated from")

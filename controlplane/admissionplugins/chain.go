@@ -17,6 +17,7 @@ package admissionplugins
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,8 +28,10 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/compatibility"
 	"k8s.io/component-base/featuregate"
 
+	"github.com/nodelet/nodelet/buildinfo"
 	"github.com/nodelet/nodelet/controlplane/apivalidation"
 	"github.com/nodelet/nodelet/controlplane/quota"
 )
@@ -138,8 +141,11 @@ func New(cfg Config) (*Chain, error) {
 	if features == nil {
 		features = utilfeature.DefaultFeatureGate
 	}
+	// The version PodSecurity's "latest" policy is: the Kubernetes release
+	// served here.
+	version := compatibility.NewEffectiveVersionFromString(strings.TrimPrefix(buildinfo.Kubernetes, "v"), "", "")
 	init := admission.PluginInitializers{
-		genericinitializer.New(cfg.Client, nil, cfg.Informers, cfg.Authorizer, features, nil, cfg.Stop, nil),
+		genericinitializer.New(cfg.Client, nil, cfg.Informers, cfg.Authorizer, features, version, cfg.Stop, nil),
 		quotaInitializer{cfg: quotas},
 	}
 	c := &Chain{v: cfg.Validator, objects: admission.NewObjectInterfacesFromScheme(cfg.Validator.Scheme()), segments: plan(names)}

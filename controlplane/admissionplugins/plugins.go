@@ -18,6 +18,7 @@ import (
 	"k8s.io/kubernetes/plugin/pkg/admission/noderestriction"
 	"k8s.io/kubernetes/plugin/pkg/admission/nodetaint"
 	"k8s.io/kubernetes/plugin/pkg/admission/priority"
+	"k8s.io/kubernetes/plugin/pkg/admission/security/podsecurity"
 	"k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
 )
 
@@ -29,6 +30,7 @@ var DefaultPlugins = []string{
 	serviceaccount.PluginName,
 	noderestriction.PluginName,
 	nodetaint.PluginName,
+	podsecurity.PluginName,
 	priority.PluginName,
 	defaulttolerationseconds.PluginName,
 	resourcequota.PluginName,
@@ -41,6 +43,7 @@ func register(plugins *admission.Plugins) {
 	serviceaccount.Register(plugins)
 	noderestriction.Register(plugins)
 	nodetaint.Register(plugins)
+	podsecurity.Register(plugins)
 	priority.Register(plugins)
 	defaulttolerationseconds.Register(plugins)
 	resourcequota.Register(plugins)
@@ -86,6 +89,10 @@ var reaches = map[string]func(admission.Attributes) bool{
 	defaulttolerationseconds.PluginName: func(a admission.Attributes) bool {
 		return a.GetSubresource() == "" && a.GetResource().GroupResource() == podsResource
 	},
+	// Pods, namespaces (their labels) and the kinds with a pod template.
+	podsecurity.PluginName: func(a admission.Attributes) bool {
+		return podSecurityReaches[a.GetResource().GroupResource()]
+	},
 	nodetaint.PluginName: func(a admission.Attributes) bool {
 		return a.GetSubresource() == "" && a.GetResource().GroupResource() == nodesResource
 	},
@@ -94,6 +101,21 @@ var reaches = map[string]func(admission.Attributes) bool{
 		_, isNode := nodes.NodeIdentity(a.GetUserInfo())
 		return isNode
 	},
+}
+
+// podSecurityReaches are the resources PodSecurity checks: pods and
+// namespaces, and those its pod spec extractor finds a template in.
+var podSecurityReaches = map[schema.GroupResource]bool{
+	podsResource:                              true,
+	{Resource: "namespaces"}:                  true,
+	{Resource: "podtemplates"}:                true,
+	{Resource: "replicationcontrollers"}:      true,
+	{Group: "apps", Resource: "replicasets"}:  true,
+	{Group: "apps", Resource: "deployments"}:  true,
+	{Group: "apps", Resource: "statefulsets"}: true,
+	{Group: "apps", Resource: "daemonsets"}:   true,
+	{Group: "batch", Resource: "jobs"}:        true,
+	{Group: "batch", Resource: "cronjobs"}:    true,
 }
 
 // setTolerationSeconds sets DefaultTolerationSeconds' two values. The

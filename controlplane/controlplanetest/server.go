@@ -19,6 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/kubernetes/pkg/capabilities"
 
 	"github.com/nodelet/nodelet/controlplane/apiserver"
 	"github.com/nodelet/nodelet/controlplane/pki"
@@ -60,6 +61,9 @@ type Server struct {
 // Start starts a server that is stopped when the test ends.
 func Start(tb testing.TB, opts Options) *Server {
 	tb.Helper()
+	// The control plane's default --allow-privileged (process-wide, as
+	// upstream keeps it).
+	capabilities.Setup(true, 0)
 	dir := tb.TempDir()
 	bundle, err := pki.Ensure(pki.Config{Dir: dir})
 	if err != nil {
