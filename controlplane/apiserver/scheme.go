@@ -3,6 +3,7 @@ package apiserver
 import (
 	"fmt"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -31,7 +32,7 @@ func newProtobufSerializer() (runtime.Serializer, error) {
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, authenticationv1.AddToScheme, authorizationv1.AddToScheme, coordinationv1.AddToScheme,
 		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
-		eventsv1.AddToScheme, batchv1.AddToScheme,
+		eventsv1.AddToScheme, batchv1.AddToScheme, admissionregistrationv1.AddToScheme,
 		policyv1.AddToScheme, rbacv1.AddToScheme, schedulingv1.AddToScheme, storagev1.AddToScheme, metav1.AddMetaToScheme,
 	} {
 		if err := add(scheme); err != nil {

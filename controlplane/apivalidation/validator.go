@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/kubernetes/pkg/apis/admissionregistration"
+	admissionregistrationv1 "k8s.io/kubernetes/pkg/apis/admissionregistration/v1"
 	"k8s.io/kubernetes/pkg/apis/apps"
 	appsv1 "k8s.io/kubernetes/pkg/apis/apps/v1"
 	"k8s.io/kubernetes/pkg/apis/authentication"
@@ -68,6 +70,7 @@ func New() *Validator {
 		authentication.AddToScheme, authenticationapiv1.AddToScheme,
 		rbac.AddToScheme, rbacapiv1.AddToScheme,
 		storage.AddToScheme, storageapiv1.AddToScheme,
+		admissionregistration.AddToScheme, admissionregistrationv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("apivalidation: build the scheme: %v", err))
@@ -180,6 +183,9 @@ func (v *Validator) Validate(obj runtime.Object) field.ErrorList {
 	if errs, ok := validateRBAC(in, nil); ok {
 		return errs
 	}
+	if errs, ok := validateAdmissionRegistration(in, nil, false); ok {
+		return errs
+	}
 	return unsupported("create", obj)
 }
 
@@ -204,6 +210,9 @@ func (v *Validator) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
 	if errs, ok := validateRBAC(in, oldIn); ok {
 		return errs
 	}
+	if errs, ok := validateAdmissionRegistration(in, oldIn, false); ok {
+		return errs
+	}
 	return unsupported("update", obj)
 }
 
@@ -217,6 +226,9 @@ func (v *Validator) ValidateStatusUpdate(obj, old runtime.Object) field.ErrorLis
 		return errs
 	}
 	if errs, ok := validateStatusUpdate(in, oldIn); ok {
+		return errs
+	}
+	if errs, ok := validateAdmissionRegistration(in, oldIn, true); ok {
 		return errs
 	}
 	return unsupported("status update", obj)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	admissionregistrationv1api "k8s.io/api/admissionregistration/v1"
 	appsv1api "k8s.io/api/apps/v1"
 	batchv1api "k8s.io/api/batch/v1"
 	corev1api "k8s.io/api/core/v1"
@@ -41,7 +42,8 @@ func Warns(obj runtime.Object) bool {
 	switch obj.(type) {
 	case *corev1api.Pod, *corev1api.PodTemplate, *corev1api.ReplicationController, *corev1api.Service,
 		*corev1api.PersistentVolumeClaim, *corev1api.ResourceQuota, *appsv1api.Deployment, *appsv1api.ReplicaSet, *appsv1api.DaemonSet,
-		*appsv1api.StatefulSet, *batchv1api.Job, *batchv1api.CronJob:
+		*appsv1api.StatefulSet, *batchv1api.Job, *batchv1api.CronJob,
+		*admissionregistrationv1api.MutatingWebhookConfiguration, *admissionregistrationv1api.ValidatingWebhookConfiguration:
 		return true
 	}
 	return false
@@ -55,6 +57,9 @@ func (v *Validator) WarningsOnCreate(obj runtime.Object) []string {
 		return nil
 	}
 	ctx := context.Background()
+	if warnings, ok := webhookWarnings(ctx, in, nil); ok {
+		return warnings
+	}
 	switch o := in.(type) {
 	case *core.Pod:
 		return append(dnsLabelWarning(o.Name, "the Pod's hostname"), podutil.GetWarningsForPod(ctx, o, nil)...)
@@ -95,6 +100,9 @@ func (v *Validator) WarningsOnUpdate(obj, old runtime.Object) []string {
 		return nil
 	}
 	ctx := context.Background()
+	if warnings, ok := webhookWarnings(ctx, in, oldIn); ok {
+		return warnings
+	}
 	switch o := in.(type) {
 	case *core.PodTemplate:
 		oldT := oldIn.(*core.PodTemplate)

@@ -49,9 +49,9 @@ func AllWith(v *apivalidation.Validator) []*Resource {
 		podDisruptionBudgetResource(),
 	}
 	resources = append(resources, rbacResources()...)
+	resources = append(resources, csiDriverResource(), volumeAttachmentResource())
+	resources = append(resources, admissionRegistrationResources()...)
 	resources = append(resources,
-		csiDriverResource(),
-		volumeAttachmentResource(),
 		priorityClassResource(),
 		selfSubjectReviewResource(),
 		tokenReviewResource(),

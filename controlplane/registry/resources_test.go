@@ -54,6 +54,10 @@ func TestAllResources(t *testing.T) {
 		{"persistentvolumes", "v1", "PersistentVolume", false, []string{"pv"}, []string{"status"}, true, false, false},
 		{"csidrivers", "storage.k8s.io/v1", "CSIDriver", false, nil, nil, true, false, true},
 		{"volumeattachments", "storage.k8s.io/v1", "VolumeAttachment", false, nil, []string{"status"}, true, false, false},
+		{"mutatingwebhookconfigurations", "admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", false, nil, nil, true, false, true},
+		{"validatingadmissionpolicies", "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", false, nil, []string{"status"}, true, false, true},
+		{"validatingadmissionpolicybindings", "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", false, nil, nil, true, false, true},
+		{"validatingwebhookconfigurations", "admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", false, nil, nil, true, false, true},
 	}
 	stored := 0
 	for _, r := range All() {
@@ -149,7 +153,8 @@ func TestFields(t *testing.T) {
 func TestWarningHooks(t *testing.T) {
 	warned := map[string]bool{"pods": true, "podtemplates": true, "replicationcontrollers": true, "services": true,
 		"persistentvolumeclaims": true, "deployments": true, "replicasets": true, "daemonsets": true,
-		"statefulsets": true, "jobs": true, "cronjobs": true, "resourcequotas": true}
+		"statefulsets": true, "jobs": true, "cronjobs": true, "resourcequotas": true,
+		"mutatingwebhookconfigurations": true, "validatingwebhookconfigurations": true}
 	for _, r := range All() {
 		if got := r.WarningsOnCreate != nil && r.WarningsOnUpdate != nil; got != warned[r.Name] {
 			t.Errorf("%s %s: warning hooks %v, want %v", r.GroupVersion, r.Name, got, warned[r.Name])
