@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -419,7 +420,11 @@ func (c *ControlPlane) accessControl(ctx context.Context, bundle *pki.Bundle, v 
 	if err != nil {
 		return nil, err
 	}
-	chain, err := admissionplugins.New(admissionplugins.Config{Validator: v, Client: cs, Informers: factory, Authorizer: authz, Stop: ctx.Done(),
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("loopback dynamic client: %w", err)
+	}
+	chain, err := admissionplugins.New(admissionplugins.Config{Validator: v, Client: cs, Dynamic: dyn, Informers: factory, Authorizer: authz, Stop: ctx.Done(),
 		NotReadyTolerationSeconds: c.cfg.NotReadyTolerationSeconds, UnreachableTolerationSeconds: c.cfg.UnreachableTolerationSeconds})
 	if err != nil {
 		return nil, err

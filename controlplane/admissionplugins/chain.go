@@ -24,10 +24,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	genericinitializer "k8s.io/apiserver/pkg/admission/initializer"
+	webhookinit "k8s.io/apiserver/pkg/admission/plugin/webhook/initializer"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/component-base/compatibility"
 	"k8s.io/component-base/featuregate"
 
@@ -52,6 +56,9 @@ type Config struct {
 	// Features are the feature gates plugins consult (upstream's defaults
 	// when nil).
 	Features featuregate.FeatureGate
+	// Dynamic is a loopback dynamic client, for ValidatingAdmissionPolicy's
+	// parameter objects; required.
+	Dynamic dynamic.Interface
 	// Stop ends the plugins' own workers (ResourceQuota's); required.
 	Stop <-chan struct{}
 	// Plugins names the plugins in order; nil means DefaultPlugins.
@@ -87,8 +94,9 @@ type segment struct {
 }
 
 // plan groups names, in order, into runs of plugins that read v1
-// objects and runs of those that read internal ones (handlers unset).
-func plan(names []string) []segment {
+// objects and runs of those that read internal ones (handlers unset);
+// reach gives each plugin's reach (nil: every request).
+func plan(names []string, reach map[string]func(admission.Attributes) bool) []segment {
 	var out []segment
 	for len(names) > 0 {
 		n := 1
@@ -97,7 +105,7 @@ func plan(names []string) []segment {
 		}
 		s := segment{names: names[:n], convert: !readsV1[names[0]]}
 		for _, name := range s.names {
-			s.reach = append(s.reach, reaches[name])
+			s.reach = append(s.reach, reach[name])
 		}
 		out = append(out, s)
 		names = names[n:]
@@ -121,9 +129,12 @@ func (s segment) reached(a admission.Attributes) bool {
 // New builds the plugins of cfg.Plugins and checks that each got what it
 // needs (upstream's ValidateInitialization).
 func New(cfg Config) (*Chain, error) {
-	if cfg.Validator == nil || cfg.Client == nil || cfg.Informers == nil || cfg.Stop == nil {
-		return nil, fmt.Errorf("admission chain: validator, client, informers and stop are required")
+	if cfg.Validator == nil || cfg.Client == nil || cfg.Dynamic == nil || cfg.Informers == nil || cfg.Stop == nil {
+		return nil, fmt.Errorf("admission chain: validator, clients, informers and stop are required")
 	}
+	// Policies name their parameters' kinds: resolved through discovery,
+	// read again when a kind is not known yet.
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cfg.Client.Discovery()))
 	names := cfg.Plugins
 	if names == nil {
 		names = DefaultPlugins
@@ -145,10 +156,19 @@ func New(cfg Config) (*Chain, error) {
 	// served here.
 	version := compatibility.NewEffectiveVersionFromString(strings.TrimPrefix(buildinfo.Kubernetes, "v"), "", "")
 	init := admission.PluginInitializers{
-		genericinitializer.New(cfg.Client, nil, cfg.Informers, cfg.Authorizer, features, version, cfg.Stop, nil),
+		genericinitializer.New(cfg.Client, cfg.Dynamic, cfg.Informers, cfg.Authorizer, features, version, cfg.Stop, mapper),
 		quotaInitializer{cfg: quotas},
+		// Webhooks authenticate as their configuration says, with no
+		// kubeconfig of per-webhook credentials (upstream's
+		// --admission-control-config-file), and reach Services by their
+		// cluster IPs.
+		webhookinit.NewPluginInitializer(nil, clusterIPResolver{services: cfg.Informers.Core().V1().Services().Lister()}),
 	}
-	c := &Chain{v: cfg.Validator, objects: admission.NewObjectInterfacesFromScheme(cfg.Validator.Scheme()), segments: plan(names)}
+	reach := configuredReaches(cfg.Informers)
+	for name, r := range reaches {
+		reach[name] = r
+	}
+	c := &Chain{v: cfg.Validator, objects: admission.NewObjectInterfacesFromScheme(cfg.Validator.Scheme()), segments: plan(names, reach)}
 	for i := range c.segments {
 		s := &c.segments[i]
 		if s.handler, err = plugins.NewFromPlugins(s.names, noConfig{}, init, nil); err != nil {

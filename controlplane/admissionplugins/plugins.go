@@ -10,7 +10,10 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	genericinitializer "k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle"
+	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
+	mutatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
+	validatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 	apiquota "k8s.io/apiserver/pkg/quota/v1"
 	"k8s.io/kubernetes/pkg/auth/nodeidentifier"
 	"k8s.io/kubernetes/plugin/pkg/admission/defaulttolerationseconds"
@@ -33,6 +36,9 @@ var DefaultPlugins = []string{
 	podsecurity.PluginName,
 	priority.PluginName,
 	defaulttolerationseconds.PluginName,
+	mutatingwebhook.PluginName,
+	validatingpolicy.PluginName,
+	validatingwebhook.PluginName,
 	resourcequota.PluginName,
 }
 
@@ -46,6 +52,9 @@ func register(plugins *admission.Plugins) {
 	podsecurity.Register(plugins)
 	priority.Register(plugins)
 	defaulttolerationseconds.Register(plugins)
+	mutatingwebhook.Register(plugins)
+	validatingpolicy.Register(plugins)
+	validatingwebhook.Register(plugins)
 	resourcequota.Register(plugins)
 }
 

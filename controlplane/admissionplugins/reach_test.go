@@ -6,6 +6,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 // TestReach: the default chain reads pods and nodes of anyone and
@@ -18,7 +20,13 @@ func TestReach(t *testing.T) {
 			schema.GroupVersionResource{Version: "v1", Resource: resource}, "", admission.Create, nil, false,
 			&user.DefaultInfo{Name: who, Groups: groups})
 	}
-	segments := plan(DefaultPlugins)
+	// No webhook configuration or policy binding exists: an informer
+	// factory that never lists holds none.
+	reach := configuredReaches(informers.NewSharedInformerFactory(fake.NewClientset(), 0))
+	for name, r := range reaches {
+		reach[name] = r
+	}
+	segments := plan(DefaultPlugins, reach)
 	if len(segments) != 3 || segments[0].convert || !segments[1].convert || segments[2].convert {
 		t.Fatalf("segments %+v: want lifecycle, the converting plugins, then ResourceQuota", segments)
 	}

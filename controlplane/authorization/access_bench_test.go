@@ -17,6 +17,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -67,7 +68,12 @@ func newAccessEnv(b *testing.B, on bool) *accessEnv {
 		}
 		opts.Admission = func(tb testing.TB, loopback *rest.Config) []apiserver.Admission {
 			setup(tb, loopback)
-			chain, err := admissionplugins.New(admissionplugins.Config{Validator: apivalidation.New(), Client: loop, Informers: factory, Authorizer: authz})
+			dyn, err := dynamic.NewForConfig(loopback)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			chain, err := admissionplugins.New(admissionplugins.Config{Validator: apivalidation.New(), Client: loop, Dynamic: dyn,
+				Informers: factory, Authorizer: authz, Stop: ctx.Done()})
 			if err != nil {
 				tb.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -37,9 +38,13 @@ func upstreamAdmission(tb testing.TB, loopback *rest.Config, plugins []string) [
 	if err != nil {
 		tb.Fatal(err)
 	}
+	dyn, err := dynamic.NewForConfig(loopback)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	f := informers.NewSharedInformerFactory(cs, 0)
 	ctx, cancel := context.WithCancel(context.Background())
-	chain, err := admissionplugins.New(admissionplugins.Config{Validator: apivalidation.New(), Client: cs, Informers: f,
+	chain, err := admissionplugins.New(admissionplugins.Config{Validator: apivalidation.New(), Client: cs, Dynamic: dyn, Informers: f,
 		Authorizer: apiserver.AllowAuthenticated, Plugins: plugins, Stop: ctx.Done()})
 	if err != nil {
 		cancel()

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	build := hosttools.Command("go", "build", "-o", binDir+"/", "../../cmd/controlplane", "../../cmd/nodelet", "../../cmd/nodelet-logger", "../../cmd/nodelet-lab")
+	build := hosttools.Command("go", "build", "-tags", "grpcnotrace", "-o", binDir+"/", "../../cmd/controlplane", "../../cmd/nodelet", "../../cmd/nodelet-logger", "../../cmd/nodelet-lab")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build controlplane, nodelet, nodelet-logger and nodelet-lab:", err)
