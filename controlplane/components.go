@@ -29,6 +29,7 @@ import (
 	"github.com/nodelet/nodelet/controlplane/controllers/upstream"
 	"github.com/nodelet/nodelet/controlplane/leader"
 	"github.com/nodelet/nodelet/controlplane/pki"
+	"github.com/nodelet/nodelet/controlplane/satoken"
 	"github.com/nodelet/nodelet/controlplane/scheduler"
 )
 
@@ -108,11 +109,19 @@ func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config,
 	if err != nil {
 		return err
 	}
+	key, err := satoken.LoadOrCreateKey(c.saKeyPath())
+	if err != nil {
+		return err
+	}
+	legacy, err := satoken.LegacyGenerator(key)
+	if err != nil {
+		return err
+	}
 	// Upstream's controllers for the workload kinds share the informers;
 	// each records events through a broadcaster of its own.
 	upstreamRuns, err := upstream.Build(ctx, upstream.Config{Accounts: accounts, Informers: factory,
 		HPASyncPeriod: c.cfg.HPASyncPeriod, HPADownscaleStabilization: c.cfg.HPADownscaleStabilization,
-		RootCA: ctrlCfg.CAData})
+		RootCA: ctrlCfg.CAData, Root: ctrlCfg, LegacyTokens: legacy})
 	if err != nil {
 		return fmt.Errorf("upstream controllers: %w", err)
 	}

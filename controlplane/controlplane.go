@@ -191,7 +191,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	capabilities.Setup(c.cfg.AllowPrivileged, 0)
 	validator := apivalidation.New()
 	resources := registry.AllWith(validator)
-	tokens, err := c.serviceAccountTokens(store, resources)
+	tokens, err := c.serviceAccountTokens(bundle, store, resources)
 	if err != nil {
 		return err
 	}
@@ -390,8 +390,8 @@ func (c *ControlPlane) advertiseAddress() string {
 // serviceAccountTokens is the ServiceAccount token issuer, signing with
 // DATA_DIR/sa.key (made on first start, like kubeadm's) and validating
 // tokens against what store holds.
-func (c *ControlPlane) serviceAccountTokens(store storage.Store, resources []*registry.Resource) (*satoken.Issuer, error) {
-	key, err := satoken.LoadOrCreateKey(filepath.Join(c.cfg.DataDir, "sa.key"))
+func (c *ControlPlane) serviceAccountTokens(bundle *pki.Bundle, store storage.Store, resources []*registry.Resource) (*satoken.Issuer, error) {
+	key, err := satoken.LoadOrCreateKey(c.saKeyPath())
 	if err != nil {
 		return nil, err
 	}
@@ -399,8 +399,22 @@ func (c *ControlPlane) serviceAccountTokens(store storage.Store, resources []*re
 	if err != nil {
 		return nil, err
 	}
-	return satoken.New(satoken.Config{Key: key, Getter: getter})
+	// Legacy tokens' last use is recorded on their Secrets through the
+	// loopback identity, once the server serves.
+	cfg, err := c.clientConfig(bundle, "system:apiserver", []string{"system:masters"}, -1, 0)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("loopback client: %w", err)
+	}
+	return satoken.New(satoken.Config{Key: key, Getter: getter, Secrets: cs.CoreV1()})
 }
+
+// saKeyPath is the ServiceAccount signing key: the API server verifies
+// tokens with it, TokenRequests and the tokens controller sign with it.
+func (c *ControlPlane) saKeyPath() string { return filepath.Join(c.cfg.DataDir, "sa.key") }
 
 // accessControl is how the API server decides requests, all of it on
 // informers of one loopback client under kube-apiserver's loopback

@@ -4,7 +4,10 @@
 // pod, secret or node they are bound to; on use, validated against those
 // objects (a token whose pod is gone, or was recreated, is refused); and
 // the issuer's OpenID discovery documents, so that relying parties outside
-// the cluster can verify the tokens.
+// the cluster can verify the tokens. Legacy tokens, which upstream's
+// tokens controller still writes into Secrets of type
+// kubernetes.io/service-account-token that users create, authenticate
+// while their Secret and account exist and the Secret holds them.
 //
 // Only the control plane imports this package.
 package satoken
@@ -22,6 +25,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
+	tokenunion "k8s.io/apiserver/pkg/authentication/token/union"
+	typedv1core "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/kubernetes/pkg/apis/core"
 	"k8s.io/kubernetes/pkg/serviceaccount"
 )
@@ -47,6 +52,12 @@ type Config struct {
 	// Getter reads service accounts, pods, secrets and nodes when a token
 	// is validated.
 	Getter Getter
+	// Secrets, when set, makes legacy tokens (issuer
+	// kubernetes/serviceaccount, kept in Secrets of type
+	// kubernetes.io/service-account-token) authenticate while their Secret
+	// holds them; upstream's validator labels the Secret with the day of
+	// last use through it.
+	Secrets typedv1core.SecretsGetter
 }
 
 // Issuer issues tokens and authenticates requests that carry them.
@@ -82,7 +93,26 @@ func New(cfg Config) (*Issuer, error) {
 	}
 	auth := serviceaccount.JWTTokenAuthenticator([]string{cfg.Issuer}, keys, authenticator.Audiences(cfg.Audiences),
 		serviceaccount.NewValidator(cfg.Getter))
+	if cfg.Secrets != nil {
+		legacy, err := serviceaccount.NewLegacyValidator(true, cfg.Getter, cfg.Secrets)
+		if err != nil {
+			return nil, fmt.Errorf("satoken: legacy tokens: %w", err)
+		}
+		auth = tokenunion.New(auth, serviceaccount.JWTTokenAuthenticator([]string{serviceaccount.LegacyIssuer}, keys,
+			authenticator.Audiences(cfg.Audiences), legacy))
+	}
 	return &Issuer{cfg: cfg, gen: gen, auth: auth, oidc: oidc}, nil
+}
+
+// LegacyGenerator signs the legacy tokens that upstream's tokens
+// controller puts into Secrets of type kubernetes.io/service-account-token
+// (issuer kubernetes/serviceaccount, no expiry), with the same key.
+func LegacyGenerator(key *rsa.PrivateKey) (serviceaccount.TokenGenerator, error) {
+	gen, err := serviceaccount.JWTTokenGenerator(serviceaccount.LegacyIssuer, key)
+	if err != nil {
+		return nil, fmt.Errorf("satoken: legacy token generator: %w", err)
+	}
+	return gen, nil
 }
 
 // The discovery paths, as upstream serves them.

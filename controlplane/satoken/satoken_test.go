@@ -7,12 +7,17 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"gopkg.in/go-jose/go-jose.v2/jwt"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/kubernetes/pkg/apis/core"
+	"k8s.io/kubernetes/pkg/serviceaccount"
 )
 
 // objects is an in-memory Getter: the accounts and pods a token names.
@@ -20,6 +25,7 @@ type objects struct {
 	mu       sync.Mutex
 	accounts map[string]*corev1.ServiceAccount
 	pods     map[string]*corev1.Pod
+	secrets  map[string]*corev1.Secret
 }
 
 func notFound(res, name string) error {
@@ -44,7 +50,12 @@ func (o *objects) GetPod(_ context.Context, ns, name string) (*corev1.Pod, error
 	return nil, notFound("pods", name)
 }
 
-func (o *objects) GetSecret(_ context.Context, _, name string) (*corev1.Secret, error) {
+func (o *objects) GetSecret(_ context.Context, ns, name string) (*corev1.Secret, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if sec, ok := o.secrets[ns+"/"+name]; ok {
+		return sec, nil
+	}
 	return nil, notFound("secrets", name)
 }
 
@@ -139,4 +150,26 @@ func FuzzAuthenticateToken(f *testing.F) {
 			t.Fatalf("token %q authenticated as %+v", token, resp)
 		}
 	})
+}
+
+// TestExpiredTokenRefused: a token past its expiry (and past upstream's
+// minute of leeway) does not authenticate, though its pod still exists.
+func TestExpiredTokenRefused(t *testing.T) {
+	i, o := newIssuer(t)
+	ctx := context.Background()
+	claims, private, err := serviceaccount.Claims(core.ServiceAccount{ObjectMeta: o.accounts["team/robot"].ObjectMeta},
+		&core.Pod{ObjectMeta: o.pods["team/web"].ObjectMeta}, nil, nil, nil, nil, 3600, 0, i.Audiences(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-2 * time.Hour)
+	claims.IssuedAt, claims.NotBefore = jwt.NewNumericDate(past), jwt.NewNumericDate(past)
+	claims.Expiry = jwt.NewNumericDate(past.Add(time.Hour))
+	tok, err := i.gen.GenerateToken(ctx, claims, private)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := i.AuthenticateToken(ctx, tok); ok || err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("expired token: ok=%v err=%v, want refused as expired", ok, err)
+	}
 }

@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // userKubeconfig writes a kubeconfig for user in groups (a client
@@ -126,6 +128,22 @@ func TestAuthorizationMatrix(t *testing.T) {
 	ed := userKubeconfig(t, cp, "ed")
 	rita := userKubeconfig(t, cp, "rita")
 	robot := tokenKubeconfig(t, cp, strings.TrimSpace(cp.must("create", "token", "robot", "-n", "team", "--duration=10m")))
+	// A legacy token: the Secret a user creates for the account, filled by
+	// the tokens controller.
+	cp.mustStdin(`{"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+  "metadata": {"name": "robot-token", "namespace": "team", "annotations": {"kubernetes.io/service-account.name": "robot"}}}`,
+		"create", "-f", "-")
+	var legacyToken string
+	waitUntil(t, 30*time.Second, "the tokens controller fills robot-token", func() bool {
+		out, _, err := cp.kubectl("get", "secret", "robot-token", "-n", "team", "-o", "jsonpath={.data.token}")
+		if err != nil || out == "" {
+			return false
+		}
+		tok, err := base64.StdEncoding.DecodeString(strings.TrimSpace(out))
+		legacyToken = string(tok)
+		return err == nil
+	})
+	legacyRobot := tokenKubeconfig(t, cp, legacyToken)
 	anonymous := tokenKubeconfig(t, cp, "")
 
 	runAuthzCases(t, []authzCase{
@@ -152,6 +170,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 			`pods is forbidden: User "system:serviceaccount:team:robot" cannot list resource "pods" in API group "" in the namespace "default"`},
 		{"robot (token)", robot, []string{"delete", "pod", "nothing", "-n", "team"},
 			`pods "nothing" is forbidden: User "system:serviceaccount:team:robot" cannot delete resource "pods" in API group "" in the namespace "team"`},
+		{"robot (legacy Secret token)", legacyRobot, []string{"get", "pods", "-n", "team"}, ""},
+		{"robot (legacy Secret token)", legacyRobot, []string{"get", "pods", "-n", "default"},
+			`pods is forbidden: User "system:serviceaccount:team:robot" cannot list resource "pods" in API group "" in the namespace "default"`},
 		{"admin as vera", cp, []string{"--as", "vera", "create", "configmap", "d", "-n", "team"},
 			`configmaps is forbidden: User "vera" cannot create resource "configmaps" in API group "" in the namespace "team"`},
 		{"admin as vera", cp, []string{"--as", "vera", "get", "pods", "-n", "team"}, ""},

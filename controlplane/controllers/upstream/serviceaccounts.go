@@ -37,3 +37,19 @@ func buildRootCAPublisher(ctx context.Context, cs kubernetes.Interface, cfg cont
 	}
 	return func(ctx context.Context) { pub.Run(ctx, 1) }, nil
 }
+
+// buildTokens runs upstream's tokens controller, as kube-controller-manager
+// does when it has the signing key: a Secret of type
+// kubernetes.io/service-account-token that names an account gets a legacy
+// token, the CA and the namespace (upstream no longer makes such Secrets
+// by itself; users still create them). Build leaves it out without
+// Config.Root and Config.LegacyTokens.
+func buildTokens(ctx context.Context, cs kubernetes.Interface, cfg controllerConfig) (func(context.Context), error) {
+	f := cfg.Informers
+	tc, err := serviceaccount.NewTokensController(klog.FromContext(ctx), f.Core().V1().ServiceAccounts(), f.Core().V1().Secrets(), cs,
+		serviceaccount.TokensControllerOptions{TokenGenerator: cfg.LegacyTokens, RootCA: cfg.RootCA})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) { tc.Run(ctx, tokensWorkers) }, nil
+}

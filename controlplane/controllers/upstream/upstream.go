@@ -53,6 +53,7 @@ import (
 	"k8s.io/kubernetes/pkg/controller/replication"
 	"k8s.io/kubernetes/pkg/controller/statefulset"
 	"k8s.io/kubernetes/pkg/controller/ttlafterfinished"
+	"k8s.io/kubernetes/pkg/serviceaccount"
 	resourceclient "k8s.io/metrics/pkg/client/clientset/versioned/typed/metrics/v1beta1"
 	"k8s.io/metrics/pkg/client/custom_metrics"
 	"k8s.io/metrics/pkg/client/external_metrics"
@@ -72,6 +73,7 @@ const (
 	daemonBackoffFirst  = 1 * time.Second
 	daemonBackoffLatest = 15 * time.Minute
 	hpaWorkers          = 5 // ConcurrentHorizontalPodAutoscalerSyncs
+	tokensWorkers       = 5 // ConcurrentSATokenSyncs
 	// clusterRoleAggregationWorkers: kube-controller-manager runs it with 5.
 	clusterRoleAggregationWorkers = 5
 
@@ -104,6 +106,13 @@ type Config struct {
 	// RootCA is the cluster CA (PEM) published as kube-root-ca.crt in
 	// every namespace.
 	RootCA []byte
+	// Root is the controller manager's own client config (its identity,
+	// not an account's), for the controllers upstream runs with it: the
+	// tokens controller.
+	Root *rest.Config
+	// LegacyTokens signs the tokens controller's legacy tokens; nil turns
+	// it off, as kube-controller-manager without a signing key.
+	LegacyTokens serviceaccount.TokenGenerator
 }
 
 // controllerConfig is what one controller is built from: the shared
@@ -133,8 +142,13 @@ func builders() map[string]builder {
 		"root-ca-cert-publisher":             buildRootCAPublisher,
 		"clusterrole-aggregation-controller": buildClusterRoleAggregation,
 		"resourcequota-controller":           buildResourceQuota,
+		tokensController:                     buildTokens,
 	}
 }
+
+// tokensController is the one controller upstream runs under the
+// controller manager's own identity (its root client builder).
+const tokensController = "tokens-controller"
 
 // Build constructs every controller, registering their informer handlers
 // on cfg.Informers, and returns their Run functions by name. ctx bounds
@@ -143,6 +157,12 @@ func Build(ctx context.Context, cfg Config) (map[string]func(context.Context), e
 	runs := map[string]func(context.Context){}
 	for name, build := range builders() {
 		rc, err := cfg.Accounts(name)
+		if name == tokensController {
+			if cfg.Root == nil || cfg.LegacyTokens == nil {
+				continue // off, as kube-controller-manager without a signing key
+			}
+			rc, err = rest.CopyConfig(cfg.Root), nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("client for %s: %w", name, err)
 		}
