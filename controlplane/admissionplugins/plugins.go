@@ -80,14 +80,16 @@ var (
 // request no plugin reads (a ConfigMap written by a user, the common
 // case). A converting plugin not named here reaches every request.
 var reaches = map[string]func(admission.Attributes) bool{
-	// Pods (and their resize) and claims.
+	// Pods (and their resize) and claims, not their other subresources
+	// (a node's pods/status, the scheduler's pods/binding).
 	limitranger.PluginName: func(a admission.Attributes) bool {
-		gr := a.GetResource().GroupResource()
-		return gr == podsResource || gr == claimsResource
+		gr, sub := a.GetResource().GroupResource(), a.GetSubresource()
+		return (gr == podsResource && (sub == "" || sub == "resize")) || (gr == claimsResource && sub == "")
 	},
 	// Pods and their ephemeral containers.
 	serviceaccount.PluginName: func(a admission.Attributes) bool {
-		return a.GetResource().GroupResource() == podsResource
+		sub := a.GetSubresource()
+		return a.GetResource().GroupResource() == podsResource && (sub == "" || sub == "ephemeralcontainers")
 	},
 	// Pods and priority classes, not their subresources (pod groups are
 	// not served).
@@ -98,9 +100,15 @@ var reaches = map[string]func(admission.Attributes) bool{
 	defaulttolerationseconds.PluginName: func(a admission.Attributes) bool {
 		return a.GetSubresource() == "" && a.GetResource().GroupResource() == podsResource
 	},
-	// Pods, namespaces (their labels) and the kinds with a pod template.
+	// Pods (and the subresources that change their spec), namespaces
+	// (their labels) and the kinds with a pod template, not their
+	// subresources.
 	podsecurity.PluginName: func(a admission.Attributes) bool {
-		return podSecurityReaches[a.GetResource().GroupResource()]
+		gr, sub := a.GetResource().GroupResource(), a.GetSubresource()
+		if gr == podsResource {
+			return !podSecurityIgnores[sub]
+		}
+		return podSecurityReaches[gr] && sub == ""
 	},
 	nodetaint.PluginName: func(a admission.Attributes) bool {
 		return a.GetSubresource() == "" && a.GetResource().GroupResource() == nodesResource
@@ -126,6 +134,12 @@ var podSecurityReaches = map[schema.GroupResource]bool{
 	{Group: "batch", Resource: "jobs"}:        true,
 	{Group: "batch", Resource: "cronjobs"}:    true,
 }
+
+// podSecurityIgnores are the pod subresources PodSecurity passes
+// (pod-security-admission's ignoredPodSubresources); it checks any other,
+// ephemeralcontainers and resize among them.
+var podSecurityIgnores = map[string]bool{"exec": true, "attach": true, "binding": true, "eviction": true,
+	"log": true, "portforward": true, "proxy": true, "status": true}
 
 // setTolerationSeconds sets DefaultTolerationSeconds' two values. The
 // plugin keeps them in package variables that only its flags write, so

@@ -1,6 +1,7 @@
 package admissionplugins
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -15,9 +16,11 @@ import (
 // converted; NamespaceLifecycle reads no object); a plugin the table does
 // not name reaches everything.
 func TestReach(t *testing.T) {
+	// resource may name a subresource: pods/status.
 	attrs := func(resource, who string, groups ...string) admission.Attributes {
+		resource, sub, _ := strings.Cut(resource, "/")
 		return admission.NewAttributesRecord(nil, nil, schema.GroupVersionKind{}, "ns", "n",
-			schema.GroupVersionResource{Version: "v1", Resource: resource}, "", admission.Create, nil, false,
+			schema.GroupVersionResource{Version: "v1", Resource: resource}, sub, admission.Create, nil, false,
 			&user.DefaultInfo{Name: who, Groups: groups})
 	}
 	// No webhook configuration or policy binding exists: an informer
@@ -44,6 +47,9 @@ func TestReach(t *testing.T) {
 	}{
 		{attrs("configmaps", "jane"), false},
 		{attrs("pods", "jane"), true},
+		{attrs("pods/ephemeralcontainers", "jane"), true},
+		{attrs("pods/status", "jane"), false},
+		{attrs("pods/binding", "system:kube-scheduler"), false},
 		{attrs("persistentvolumeclaims", "jane"), true}, // LimitRanger
 		{attrs("configmaps", "system:node:n1", user.NodesGroup), true},
 		{attrs("nodes", "system:node:n1", user.NodesGroup), true},

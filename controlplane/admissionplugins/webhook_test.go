@@ -175,4 +175,41 @@ func TestValidatingAdmissionPolicy(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, configMap("ok", map[string]string{"a": "1"}), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("allowed by the policy: %v", err)
 	}
+
+	// pods/binding is admitted too: a policy may keep pods off a node.
+	if _, err := reg.ValidatingAdmissionPolicies().Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "not-there"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/binding"}},
+				}}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "object.target.name != 'tainted'", Message: "not on tainted"}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.ValidatingAdmissionPolicyBindings().Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "not-there"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: "not-there",
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod("p", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bind := func(node string, dryRun ...string) error {
+		return cs.CoreV1().Pods("default").Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+			Target: corev1.ObjectReference{Kind: "Node", Name: node}}, metav1.CreateOptions{DryRun: dryRun})
+	}
+	waitFor(t, func() bool { return bind("tainted", metav1.DryRunAll) != nil })
+	err = bind("tainted")
+	if err == nil || !strings.Contains(err.Error(), "denied request: not on tainted") {
+		t.Fatalf("binding to tainted: %v, want the policy's refusal", err)
+	}
+	if err := bind("fine"); err != nil {
+		t.Fatalf("binding to another node: %v", err)
+	}
 }

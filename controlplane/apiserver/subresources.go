@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/admission"
 
 	"github.com/nodelet/nodelet/controlplane/registry"
 )
@@ -118,6 +119,12 @@ func (s *Server) serveBinding(w http.ResponseWriter, r *http.Request, info reque
 	}
 	if errs := registry.ValidateBinding(b); len(errs) > 0 {
 		return apierrors.NewInvalid(schemaGK("", "Binding"), info.Name, errs)
+	}
+	// Admitted as upstream's BindingREST create is, before the pod changes.
+	if err := s.admitAll(r.Context(), admissionRequest{res: info.Resource, sub: "binding", op: admission.Create,
+		kind: corev1.SchemeGroupVersion.WithKind("Binding"), ns: info.Namespace, name: info.Name, obj: b,
+		opts: &metav1.CreateOptions{}, dryRun: isDryRun(r)}); err != nil {
+		return err
 	}
 	_, err := s.update(r.Context(), info.Resource, info.Namespace, info.Name, subRaw, isDryRun(r), func(cur runtime.Object) (runtime.Object, error) {
 		pod := cur.(*corev1.Pod)
