@@ -7,8 +7,8 @@ BIN := bin
 # grpcnotrace keeps grpc (linked through upstream's webhook client and
 # tracing) from importing golang.org/x/net/trace, whose html/template use
 # makes the linker keep every exported method: 125.7 MB of controlplane
-# instead of 90.8 MB (docs/benchmarks.md). scripts/up.sh and the e2e
-# harness build with the same tag.
+# instead of 90.8 MB (docs/benchmarks.md). scripts/up.sh, the e2e
+# harness and packaging/deb/build.sh build with the same tag.
 BUILDTAGS := grpcnotrace
 NODES ?= 3
 

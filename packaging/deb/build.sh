@@ -35,9 +35,10 @@ SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || 
 export SOURCE_DATE_EPOCH
 
 # Static binaries (no libc dependency, any glibc), stripped; -trimpath
-# keeps the build machine's paths out of them.
+# keeps the build machine's paths out of them; grpcnotrace as the
+# Makefile's BUILDTAGS (grpc without golang.org/x/net/trace).
 build() { # output package
-	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 "$GO" build -trimpath -ldflags='-s -w' -o "$stage/$1" "$2"
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 "$GO" build -tags grpcnotrace -trimpath -ldflags='-s -w' -o "$stage/$1" "$2"
 }
 echo "deb: building the binaries (version $VERSION)"
 build nodelet ./cmd/nodelet
