@@ -49,7 +49,8 @@ func (c *ControlPlane) clientConfig(bundle *pki.Bundle, user string, groups []st
 // runComponents runs the controllers and the scheduler while this process
 // holds the leader lease. The API server must already be serving.
 // schedMetrics outlives each term as leader, so the series carry on.
-func (c *ControlPlane) runComponents(ctx context.Context, bundle *pki.Bundle, schedMetrics *scheduler.Metrics) error {
+func (c *ControlPlane) runComponents(ctx context.Context, bundle *pki.Bundle, schedMetrics *scheduler.Metrics,
+	legacyTokens satoken.Generator) error {
 	// The controller manager's own identity lists and watches for the
 	// shared informers and holds the Lease; each controller writes as its
 	// own ServiceAccount (serviceAccountConfig), as upstream's
@@ -76,9 +77,11 @@ func (c *ControlPlane) runComponents(ctx context.Context, bundle *pki.Bundle, sc
 			serviceaccount.MakeGroupNames(metav1.NamespaceSystem), 200, 400)
 	}
 	if c.cfg.DisableLeaderElection {
-		return c.lead(ctx, ctrlCfg, schedCfg, accounts, schedMetrics)
+		return c.lead(ctx, ctrlCfg, schedCfg, accounts, schedMetrics, legacyTokens)
 	}
-	return leader.Run(ctx, lease, func(ctx context.Context) error { return c.lead(ctx, ctrlCfg, schedCfg, accounts, schedMetrics) })
+	return leader.Run(ctx, lease, func(ctx context.Context) error {
+		return c.lead(ctx, ctrlCfg, schedCfg, accounts, schedMetrics, legacyTokens)
+	})
 }
 
 // accountConfig returns the client config of a controller's ServiceAccount
@@ -88,7 +91,8 @@ type accountConfig func(name string) (*rest.Config, error)
 
 // lead builds every controller and the scheduler, starts their informers
 // and runs them until ctx ends or one fails.
-func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config, accounts accountConfig, schedMetrics *scheduler.Metrics) error {
+func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config, accounts accountConfig, schedMetrics *scheduler.Metrics,
+	legacyTokens satoken.Generator) error {
 	cs, err := kubernetes.NewForConfig(ctrlCfg)
 	if err != nil {
 		return err
@@ -109,19 +113,11 @@ func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config,
 	if err != nil {
 		return err
 	}
-	key, err := satoken.LoadOrCreateKey(c.saKeyPath())
-	if err != nil {
-		return err
-	}
-	legacy, err := satoken.LegacyGenerator(key)
-	if err != nil {
-		return err
-	}
 	// Upstream's controllers for the workload kinds share the informers;
 	// each records events through a broadcaster of its own.
 	upstreamRuns, err := upstream.Build(ctx, upstream.Config{Accounts: accounts, Informers: factory,
 		HPASyncPeriod: c.cfg.HPASyncPeriod, HPADownscaleStabilization: c.cfg.HPADownscaleStabilization,
-		RootCA: ctrlCfg.CAData, Root: ctrlCfg, LegacyTokens: legacy})
+		RootCA: ctrlCfg.CAData, Root: ctrlCfg, LegacyTokens: legacyTokens})
 	if err != nil {
 		return fmt.Errorf("upstream controllers: %w", err)
 	}

@@ -4,6 +4,7 @@ package controlplane
 
 import (
 	"context"
+	"crypto/rsa"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/pkg/capabilities"
 
@@ -191,7 +193,29 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	capabilities.Setup(c.cfg.AllowPrivileged, 0)
 	validator := apivalidation.New()
 	resources := registry.AllWith(validator)
-	tokens, err := c.serviceAccountTokens(bundle, store, resources)
+	// kube-apiserver's loopback identity (system:apiserver in
+	// system:masters): the access-control informers, the bootstrap and the
+	// legacy tokens' last-use labels, used once the server serves.
+	loopback, err := c.clientConfig(bundle, "system:apiserver", []string{"system:masters"}, -1, 0)
+	if err != nil {
+		return err
+	}
+	loopbackCS, err := kubernetes.NewForConfig(loopback)
+	if err != nil {
+		return fmt.Errorf("loopback client: %w", err)
+	}
+	// DATA_DIR/sa.key, made on first start like kubeadm's: the API server
+	// verifies and issues tokens with it, the tokens controller signs
+	// legacy ones.
+	saKey, err := satoken.LoadOrCreateKey(filepath.Join(c.cfg.DataDir, "sa.key"))
+	if err != nil {
+		return err
+	}
+	legacyTokens, err := satoken.LegacyGenerator(saKey)
+	if err != nil {
+		return err
+	}
+	tokens, err := c.serviceAccountTokens(saKey, loopbackCS, store, resources)
 	if err != nil {
 		return err
 	}
@@ -209,7 +233,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	acc, err := c.accessControl(ctx, bundle, validator)
+	acc, err := c.accessControl(ctx, loopback, loopbackCS, validator)
 	if err != nil {
 		return err
 	}
@@ -272,7 +296,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		}); err != nil {
 			return nil
 		}
-		err := c.runComponents(ctx, bundle, schedMetrics)
+		err := c.runComponents(ctx, bundle, schedMetrics, legacyTokens)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -388,47 +412,22 @@ func (c *ControlPlane) advertiseAddress() string {
 }
 
 // serviceAccountTokens is the ServiceAccount token issuer, signing with
-// DATA_DIR/sa.key (made on first start, like kubeadm's) and validating
-// tokens against what store holds.
-func (c *ControlPlane) serviceAccountTokens(bundle *pki.Bundle, store storage.Store, resources []*registry.Resource) (*satoken.Issuer, error) {
-	key, err := satoken.LoadOrCreateKey(c.saKeyPath())
-	if err != nil {
-		return nil, err
-	}
+// key and validating tokens against what store holds; legacy tokens' last
+// use is recorded on their Secrets through the loopback client.
+func (c *ControlPlane) serviceAccountTokens(key *rsa.PrivateKey, loopback kubernetes.Interface, store storage.Store,
+	resources []*registry.Resource) (*satoken.Issuer, error) {
 	getter, err := apiserver.NewObjectGetter(store, resources)
 	if err != nil {
 		return nil, err
 	}
-	// Legacy tokens' last use is recorded on their Secrets through the
-	// loopback identity, once the server serves.
-	cfg, err := c.clientConfig(bundle, "system:apiserver", []string{"system:masters"}, -1, 0)
-	if err != nil {
-		return nil, err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("loopback client: %w", err)
-	}
-	return satoken.New(satoken.Config{Key: key, Getter: getter, Secrets: cs.CoreV1()})
+	return satoken.New(satoken.Config{Key: key, Getter: getter, Secrets: loopback.CoreV1()})
 }
-
-// saKeyPath is the ServiceAccount signing key: the API server verifies
-// tokens with it, TokenRequests and the tokens controller sign with it.
-func (c *ControlPlane) saKeyPath() string { return filepath.Join(c.cfg.DataDir, "sa.key") }
 
 // accessControl is how the API server decides requests, all of it on
 // informers of one loopback client under kube-apiserver's loopback
 // identity (system:apiserver, group system:masters): RBAC with its
 // escalation check and bootstrap policy, and upstream's admission plugins.
-func (c *ControlPlane) accessControl(ctx context.Context, bundle *pki.Bundle, v *apivalidation.Validator) (*accessControl, error) {
-	cfg, err := c.clientConfig(bundle, "system:apiserver", []string{"system:masters"}, -1, 0)
-	if err != nil {
-		return nil, err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("loopback client: %w", err)
-	}
+func (c *ControlPlane) accessControl(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, v *apivalidation.Validator) (*accessControl, error) {
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	authz, err := authorization.New(factory)
 	if err != nil {

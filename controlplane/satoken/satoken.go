@@ -38,6 +38,9 @@ const DefaultIssuer = "https://kubernetes.default.svc.cluster.local"
 // Getter reads the objects a token names; upstream's interface.
 type Getter = serviceaccount.ServiceAccountTokenGetter
 
+// Generator signs tokens; upstream's interface.
+type Generator = serviceaccount.TokenGenerator
+
 // Config configures New.
 type Config struct {
 	// Issuer is the iss claim and the discovery documents' issuer
@@ -107,7 +110,7 @@ func New(cfg Config) (*Issuer, error) {
 // LegacyGenerator signs the legacy tokens that upstream's tokens
 // controller puts into Secrets of type kubernetes.io/service-account-token
 // (issuer kubernetes/serviceaccount, no expiry), with the same key.
-func LegacyGenerator(key *rsa.PrivateKey) (serviceaccount.TokenGenerator, error) {
+func LegacyGenerator(key *rsa.PrivateKey) (Generator, error) {
 	gen, err := serviceaccount.JWTTokenGenerator(serviceaccount.LegacyIssuer, key)
 	if err != nil {
 		return nil, fmt.Errorf("satoken: legacy token generator: %w", err)
