@@ -43,6 +43,7 @@ type wired struct {
 	node    *nodestatus.Syncer
 	pleg    *pleg.PLEG
 	workers *podworkers.Workers
+	board   *podworkers.Board // the workers' lifecycle snapshots
 	pods    cache.SharedIndexInformer
 	factory informers.SharedInformerFactory
 	// services feed the containers' service environment variables.
@@ -179,9 +180,12 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	recorder, nodeEvent := a.events(ctx)
 	w := &wired{components: c, hints: make(chan struct{}, 1), rejected: map[types.UID]bool{},
 		evictions: &evictions{byUID: map[types.UID]eviction.Eviction{}}}
+	// The workers publish the pods' lifecycle on the board; the status
+	// manager, made before them, reads it.
+	w.board = podworkers.NewBoard()
 	var workers *podworkers.Workers // set below; the closures run later
 	w.status = status.NewManager(status.ManagerConfig{Client: a.client, Log: a.log.With("component", "status"),
-		PodCouldHaveRunningContainers: func(uid types.UID) bool { return !workers.IsTerminated(uid) },
+		PodCouldHaveRunningContainers: func(uid types.UID) bool { return !w.board.Lifecycle().Terminated(uid) },
 		CachedPod:                     func(ns, name string) *corev1.Pod { return cachedPod(w, ns, name) }})
 	var err error
 	w.pleg, err = pleg.New(pleg.Config{List: c.rt.PodStatuses, Events: w.hints, Log: a.log.With("component", "pleg"), Metrics: a.metrics})
@@ -227,19 +231,18 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	syncer, err := NewSyncer(SyncerConfig{Runtime: c.rt, Network: c.net, Cgroups: c.cg, CgroupDriver: c.driver,
 		Volumes: c.vols, Status: w.status, PodStatus: c.rt.PodStatus,
 		Backoff:  runtime.NewBackoff(10*time.Second, 5*time.Minute, time.Now),
-		Requeue:  func(pod *corev1.Pod, after time.Duration) { workers.SyncAfter(pod.UID, after) },
 		Recorder: pullTimingRecorder{recorder, a.metrics.PodStart()}, Probes: w.probes,
 		Services: func() ([]*corev1.Service, error) { return svcInformer.Lister().List(labels.Everything()) }, Objects: apiObjects{a.client},
 		PauseImage: a.cfg.PodInfraImage, NodeName: a.cfg.NodeName, NodeIP: w.node.Host().InternalIP,
 		ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain, HostResolvConf: resolv,
 		PodFilesDir: filepath.Join(a.cfg.RootDir, "pod-files"), LogRoot: a.cfg.LogRoot, OOMScoreAdjFloor: c.floor,
 		MemoryCapacity: w.node.Host().MemoryBytes, Log: a.log.With("component", "syncer"),
-		PodContentRemovable: func(uid types.UID) bool { return workers.ShouldPodContentBeRemoved(uid) }})
+		PodContentRemovable: func(uid types.UID) bool { return w.board.Lifecycle().ContentRemovable(uid) }})
 	if err != nil {
 		return nil, err
 	}
 	workers = podworkers.New(podworkers.Config{Syncer: terminatingSyncer{Syncer: syncer, status: w.status, evicted: w.evictedStatus},
-		Log: a.log.With("component", "podworkers")})
+		Board: w.board, Log: a.log.With("component", "podworkers")})
 	w.workers = workers
 	w.orphans = &orphans{
 		runtimePods: func() []*runtime.PodStatus {
@@ -252,7 +255,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		},
 		cgroupPods: c.cg.ListPods, volumePods: c.vols.ListPods,
 		inAPI:            func(uid types.UID) bool { return podByUID(w, uid) != nil },
-		contentRemovable: workers.ShouldPodContentBeRemoved,
+		contentRemovable: func(uid types.UID) bool { return w.board.Lifecycle().ContentRemovable(uid) },
 		logRoot:          a.cfg.LogRoot, log: a.log.With("component", "orphans"),
 	}
 	w.admit = admission.Chain{
@@ -404,16 +407,13 @@ func (a *Agent) admitted(w *wired, p *corev1.Pod) bool {
 	if w.rejected[p.UID] {
 		return false
 	}
-	known := map[types.UID]bool{}
-	for _, uid := range w.workers.Known() {
-		known[uid] = true
-	}
-	if known[p.UID] || w.workers.IsTerminated(p.UID) {
+	life := w.board.Lifecycle()
+	if life.Known(p.UID) {
 		return true
 	}
 	var others []*corev1.Pod
 	for _, obj := range w.pods.GetStore().List() {
-		if o, ok := obj.(*corev1.Pod); ok && known[o.UID] && !w.workers.IsTerminationRequested(o.UID) {
+		if o, ok := obj.(*corev1.Pod); ok && life.Active(o.UID) {
 			others = append(others, o)
 		}
 	}

@@ -110,7 +110,7 @@ func (a *Agent) containerGC(w *wired) *containerGC {
 		},
 		list: w.rt.PodStatuses, removeContainer: w.rt.RemoveContainer, removeSandbox: w.rt.RemoveSandbox,
 		isPodLive: func(uid types.UID) bool {
-			return podByUID(w, uid) != nil || !w.workers.ShouldPodContentBeRemoved(uid)
+			return podByUID(w, uid) != nil || !w.board.Lifecycle().ContentRemovable(uid)
 		},
 		removed: a.metrics.ContainerGCRemoved,
 		now:     time.Now, log: a.log.With("component", "containergc"),

@@ -47,7 +47,7 @@ func TestContainerGCCrashLoop(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("restartCount %d after 90s; last status %+v", restarts, n.status.last())
 			}
-			if err := n.syncer.SyncPod(ctx, pod); err != nil {
+			if _, err := n.syncer.SyncPod(ctx, pod); err != nil {
 				t.Logf("SyncPod: %v", err)
 			}
 			if err := gc.collect(ctx); err != nil {

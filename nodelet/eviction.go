@@ -80,7 +80,7 @@ func (a *Agent) evictionManager(ctx context.Context, w *wired, recorder record.E
 		RemoveDeadContainers: gc.collect, RemoveUnusedImages: igc.collect,
 		DedicatedImageFS:  !eviction.SameFilesystem(a.cfg.RootDir, imageFS),
 		Evict:             func(ctx context.Context, e eviction.Eviction) error { return a.evict(w, recorder, e) },
-		PodCleanedUp:      func(p *corev1.Pod) bool { return w.workers.IsTerminated(p.UID) && !w.cg.PodExists(p.UID) },
+		PodCleanedUp:      func(p *corev1.Pod) bool { return w.board.Lifecycle().Terminated(p.UID) && !w.cg.PodExists(p.UID) },
 		ConditionsChanged: w.node.UpdateNow, OnEvict: a.cfg.OnEviction, Event: nodeEvent,
 		Log: a.log.With("component", "eviction"),
 	})
@@ -104,14 +104,11 @@ func (a *Agent) evictionImageGC(ctx context.Context, w *wired) *imageGC {
 // activePods are the eviction candidates: pods with a worker that are not
 // being stopped and not finished.
 func activePods(w *wired) []*corev1.Pod {
-	known := map[types.UID]bool{}
-	for _, uid := range w.workers.Known() {
-		known[uid] = true
-	}
+	life := w.board.Lifecycle()
 	var out []*corev1.Pod
 	for _, obj := range w.pods.GetStore().List() {
 		p, ok := obj.(*corev1.Pod)
-		if !ok || !known[p.UID] || w.workers.IsTerminationRequested(p.UID) || p.DeletionTimestamp != nil ||
+		if !ok || !life.Active(p.UID) || p.DeletionTimestamp != nil ||
 			p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 			continue
 		}

@@ -107,10 +107,6 @@ type SyncerConfig struct {
 	// envFrom) and the pods' imagePullSecrets; the Syncer fetches them
 	// before building a container's spec or pulling its image.
 	Objects ObjectSource
-	// Requeue, optional, asks for the pod to be synced again after a delay
-	// (a container whose crash back-off ends then); nil leaves it to the
-	// periodic resync.
-	Requeue func(pod *corev1.Pod, after time.Duration)
 	// Backoff delays crashing containers' restarts; nil never delays.
 	Backoff    *runtime.Backoff
 	PauseImage string
@@ -221,11 +217,13 @@ func (s *Syncer) podStatus(ctx context.Context, pod *corev1.Pod) (*runtime.PodSt
 	return rs, nil
 }
 
-// SyncPod makes the pod run as its spec says, then reports its status.
-func (s *Syncer) SyncPod(ctx context.Context, pod *corev1.Pod) error {
+// SyncPod makes the pod run as its spec says, then reports its status. The
+// result asks for the next sync when a back-off ends, and says when the
+// pod has finished.
+func (s *Syncer) SyncPod(ctx context.Context, pod *corev1.Pod) (podworkers.SyncResult, error) {
 	rs, err := s.podStatus(ctx, pod)
 	if err != nil {
-		return err
+		return podworkers.SyncResult{}, err
 	}
 	var backoff runtime.BackoffFunc
 	if s.cfg.Backoff != nil {
@@ -241,17 +239,13 @@ func (s *Syncer) SyncPod(ctx context.Context, pod *corev1.Pod) error {
 		}
 	}
 	actErr := s.act(ctx, pod, rs, &actions, waiting)
-	if actions.RetryAfter > 0 && s.cfg.Requeue != nil {
-		s.cfg.Requeue(pod, actions.RetryAfter)
-	}
+	res := podworkers.SyncResult{ResyncAfter: actions.RetryAfter}
 	phase, err := s.reportStatus(ctx, pod, waiting, false)
 	if err != nil {
-		return errors.Join(actErr, err)
+		return res, errors.Join(actErr, err)
 	}
-	if actErr == nil && (phase == corev1.PodSucceeded || phase == corev1.PodFailed) {
-		return fmt.Errorf("pod %s is %s: %w", podRef(pod), phase, podworkers.ErrPodFinished)
-	}
-	return actErr
+	res.Finished = actErr == nil && (phase == corev1.PodSucceeded || phase == corev1.PodFailed)
+	return res, actErr
 }
 
 // reportStatus computes the status from a fresh runtime status and returns

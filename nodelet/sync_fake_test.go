@@ -167,7 +167,7 @@ func TestFailedSandboxUndoesNetwork(t *testing.T) {
 	f.rt.runErr = errors.New("runc exploded")
 	pod := busyboxPod()
 	pod.Spec.InitContainers = nil // with init containers the default is PodInitializing (upstream)
-	err := f.s.SyncPod(context.Background(), pod)
+	_, err := f.s.SyncPod(context.Background(), pod)
 	if err == nil || !strings.Contains(err.Error(), "create sandbox for pod default/web") || !errors.Is(err, f.rt.runErr) {
 		t.Fatalf("error = %v, want a wrapped sandbox error", err)
 	}
@@ -197,7 +197,7 @@ func TestSyncPodOrderAndImagePullBackOff(t *testing.T) {
 			t.Errorf("init status %+v, want waiting %s", st.InitContainerStatuses, want)
 		}
 	}
-	if err := f.s.SyncPod(ctx, pod); !errors.Is(err, runtime.ErrImagePull) {
+	if _, err := f.s.SyncPod(ctx, pod); !errors.Is(err, runtime.ErrImagePull) {
 		t.Fatalf("first sync: %v, want ErrImagePull", err)
 	}
 	wantReason("ErrImagePull")
@@ -207,7 +207,7 @@ func TestSyncPodOrderAndImagePullBackOff(t *testing.T) {
 	}
 
 	f.rt.calls = nil
-	if err := f.s.SyncPod(ctx, pod); err == nil {
+	if _, err := f.s.SyncPod(ctx, pod); err == nil {
 		t.Fatal("second sync within the back-off succeeded")
 	}
 	wantReason("ImagePullBackOff")
@@ -220,7 +220,7 @@ func TestSyncPodOrderAndImagePullBackOff(t *testing.T) {
 	f.now = f.now.Add(pullBackoffInitial + time.Second)
 	delete(f.rt.imageErr, "busybox:1.36")
 	f.rt.calls = nil
-	if err := f.s.SyncPod(ctx, pod); err != nil {
+	if _, err := f.s.SyncPod(ctx, pod); err != nil {
 		t.Fatalf("sync after back-off: %v", err)
 	}
 	want = []string{"EnsureImage busybox:1.36", "CreateContainer init", "StartContainer id-init"}
@@ -271,7 +271,7 @@ func TestCrashLoopBackOff(t *testing.T) {
 	}
 	f.rt.containers = []runtime.ContainerStatus{exited("c0", 0, f.now)}
 	f.now = f.now.Add(time.Second)
-	if err := f.s.SyncPod(ctx, pod); err != nil {
+	if _, err := f.s.SyncPod(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(strings.Join(f.rt.calls, "\n"), "CreateContainer app") {
@@ -281,7 +281,7 @@ func TestCrashLoopBackOff(t *testing.T) {
 	f.rt.calls = nil
 	f.rt.containers = append([]runtime.ContainerStatus{exited("c1", 1, f.now)}, f.rt.containers...) // newest first, as PodStatuses
 	f.now = f.now.Add(time.Second)
-	if err := f.s.SyncPod(ctx, pod); err != nil {
+	if _, err := f.s.SyncPod(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(strings.Join(f.rt.calls, "\n"), "CreateContainer") {

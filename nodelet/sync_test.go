@@ -295,7 +295,7 @@ func TestSyncPodLifecycle(t *testing.T) {
 		var st corev1.PodStatus
 		deadline := time.Now().Add(60 * time.Second)
 		for {
-			if err := n.syncer.SyncPod(ctx, pod); err != nil {
+			if _, err := n.syncer.SyncPod(ctx, pod); err != nil {
 				t.Logf("SyncPod: %v", err)
 			}
 			st = n.status.last()
@@ -317,7 +317,7 @@ func TestSyncPodLifecycle(t *testing.T) {
 		}
 		// A sync of a running pod changes nothing.
 		rs0, _ := n.syncer.podStatus(ctx, pod)
-		if err := n.syncer.SyncPod(ctx, pod); err != nil {
+		if _, err := n.syncer.SyncPod(ctx, pod); err != nil {
 			t.Errorf("steady SyncPod: %v", err)
 		}
 		rs1, _ := n.syncer.podStatus(ctx, pod)

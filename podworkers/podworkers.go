@@ -11,7 +11,11 @@
 //   - A pod goes SyncPod* -> SyncTerminatingPod (until it returns nil; the
 //     pod is then terminated and SyncPod is never called again for its UID)
 //     -> SyncTerminatedPod (cleanup, until it returns nil) -> the worker
-//     exits and forgets the UID.
+//     exits and forgets the UID. A SyncPod that reports the pod finished
+//     (SyncResult.Finished) goes on to SyncTerminatingPod as if it were
+//     killed.
+//   - Every change of a pod's state is published on the Board as a new
+//     Lifecycle snapshot, which the rest of the node reads.
 //   - A failed call is retried with the same work after a backoff (sooner if
 //     a new update arrives); a running pod is re-synced every ResyncInterval.
 //   - Shutdown stops the workers and never kills pods.
@@ -19,7 +23,6 @@ package podworkers
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -29,19 +32,25 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// ErrPodFinished, wrapped in SyncPod's error, says that the pod reached a
-// terminal phase (all its containers stopped and none will restart): the
-// worker then terminates it as if it were killed, and never syncs it again.
-var ErrPodFinished = errors.New("pod finished")
+// SyncResult is what a successful SyncPod tells the worker.
+type SyncResult struct {
+	// Finished: the pod reached a terminal phase (all its containers
+	// stopped and none will restart). The worker terminates it as if it
+	// were killed, and never syncs it again.
+	Finished bool
+	// ResyncAfter, when positive, asks for the next sync within that delay
+	// instead of the resync interval (the end of a crash back-off, say).
+	ResyncAfter time.Duration
+}
 
 // Syncer does the work for one pod. It is implemented by the nodelet; the
 // pod workers call it, never two calls for one pod at a time.
 type Syncer interface {
 	// SyncPod makes the pod run as its spec says. It is called again after
-	// every update and every ResyncInterval while the pod runs. ctx is
-	// cancelled when the pod is killed meanwhile. An error wrapping
-	// ErrPodFinished ends the pod's syncing (see ErrPodFinished).
-	SyncPod(ctx context.Context, pod *corev1.Pod) error
+	// every update and every ResyncInterval (or the result's ResyncAfter)
+	// while the pod runs. ctx is cancelled when the pod is killed
+	// meanwhile. A result with Finished ends the pod's syncing.
+	SyncPod(ctx context.Context, pod *corev1.Pod) (SyncResult, error)
 	// SyncTerminatingPod stops every container of the pod within
 	// gracePeriod seconds. Once it returns nil the pod is terminated.
 	SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, gracePeriod int64) error
@@ -100,6 +109,9 @@ type Config struct {
 	BackoffBase time.Duration
 	// Clock (default: the real clock); tests pass a fake one.
 	Clock clock.Clock
+	// Board receives the Lifecycle snapshots (a new one when nil; see
+	// Workers.Lifecycle).
+	Board *Board
 }
 
 // phase of a pod's worker.
@@ -128,8 +140,6 @@ type worker struct {
 	busy     bool
 	cancel   context.CancelFunc
 	failures int
-	// syncAfter, when set, shortens the wait after the current SyncPod.
-	syncAfter time.Duration
 }
 
 // Workers dispatches pod updates to per-pod goroutines.
@@ -139,6 +149,8 @@ type Workers struct {
 	// stop cancels every worker and every call in progress.
 	stop context.CancelFunc
 	wg   sync.WaitGroup
+
+	board *Board
 
 	mu      sync.Mutex
 	workers map[types.UID]*worker
@@ -166,8 +178,11 @@ func New(cfg Config) *Workers {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.Board == nil {
+		cfg.Board = NewBoard()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Workers{cfg: cfg, ctx: ctx, stop: cancel,
+	return &Workers{cfg: cfg, ctx: ctx, stop: cancel, board: cfg.Board,
 		workers: map[types.UID]*worker{}, finished: map[types.UID]bool{}}
 }
 
@@ -190,9 +205,11 @@ func (w *Workers) Update(opts UpdateOptions) {
 	if w.finished[uid] {
 		if kind == Remove {
 			delete(w.finished, uid)
+			w.publish()
 		}
 		return
 	}
+	before := stateOf(w.workers[uid])
 	wk, ok := w.workers[uid]
 	if !ok {
 		wk = &worker{uid: uid, wake: make(chan struct{}, 1)}
@@ -206,6 +223,9 @@ func (w *Workers) Update(opts UpdateOptions) {
 	}
 	if kind != Sync {
 		w.requestKill(wk, gracePeriod(opts))
+	}
+	if stateOf(wk) != before {
+		w.publish()
 	}
 	select {
 	case wk.wake <- struct{}{}:
@@ -246,71 +266,16 @@ func terminalPhase(p corev1.PodPhase) bool {
 	return p == corev1.PodSucceeded || p == corev1.PodFailed
 }
 
-// SyncAfter asks for the pod's next sync within d instead of the resync
-// interval (the end of a crash back-off, say). It is meant to be called
-// from within SyncPod and takes effect when that call returns; the
-// earliest request wins. The wait is the worker's own, so Shutdown ends it
-// and nothing outlives the workers.
-func (w *Workers) SyncAfter(uid types.UID, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if wk, ok := w.workers[uid]; ok && (wk.syncAfter == 0 || d < wk.syncAfter) {
-		wk.syncAfter = d
-	}
-}
+// Lifecycle is the latest snapshot of every pod's state (the Board's).
+func (w *Workers) Lifecycle() Lifecycle { return w.board.Lifecycle() }
 
-// IsTerminated reports whether the pod's SyncTerminatingPod returned nil
-// (its containers are stopped for good). Unknown pods are not terminated.
-func (w *Workers) IsTerminated(uid types.UID) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.finished[uid] {
-		return true
+// stateOf is what a worker publishes (the zero state for none).
+func stateOf(wk *worker) PodState {
+	if wk == nil {
+		return PodState{}
 	}
-	wk, ok := w.workers[uid]
-	return ok && wk.phase >= phaseTerminated
-}
-
-// IsTerminationRequested reports whether the pod is being or was killed.
-func (w *Workers) IsTerminationRequested(uid types.UID) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.finished[uid] {
-		return true
-	}
-	wk, ok := w.workers[uid]
-	return ok && wk.killRequested
-}
-
-// ShouldPodContentBeRemoved reports whether the pod's content (logs,
-// directories) may be removed: it is terminated and gone from the API, or
-// the workers do not know it at all (never seen, or fully cleaned up and
-// removed). A terminated pod still in the API keeps its content.
-func (w *Workers) ShouldPodContentBeRemoved(uid types.UID) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.finished[uid] {
-		return false
-	}
-	wk, ok := w.workers[uid]
-	if !ok {
-		return true
-	}
-	return wk.removed && wk.phase >= phaseTerminated
-}
-
-// Known returns the UIDs that have a worker (running or terminating).
-func (w *Workers) Known() []types.UID {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([]types.UID, 0, len(w.workers))
-	for uid := range w.workers {
-		out = append(out, uid)
-	}
-	return out
+	return PodState{Worker: true, TerminationRequested: wk.killRequested,
+		Terminated: wk.phase >= phaseTerminated, Removed: wk.removed}
 }
 
 // Shutdown stops every worker and waits for them. Calls in progress see

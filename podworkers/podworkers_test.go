@@ -31,6 +31,8 @@ type fakeSyncer struct {
 	t       *testing.T
 	started chan call
 	hook    func(ctx context.Context, c call) error
+	// result, optional, is SyncPod's result when it succeeds.
+	result func(c call) SyncResult
 
 	mu       sync.Mutex
 	calls    []call
@@ -62,8 +64,11 @@ func (f *fakeSyncer) do(ctx context.Context, pod *corev1.Pod, op string, grace i
 	return nil
 }
 
-func (f *fakeSyncer) SyncPod(ctx context.Context, pod *corev1.Pod) error {
-	return f.do(ctx, pod, "sync", 0)
+func (f *fakeSyncer) SyncPod(ctx context.Context, pod *corev1.Pod) (SyncResult, error) {
+	if err := f.do(ctx, pod, "sync", 0); err != nil || f.result == nil {
+		return SyncResult{}, err
+	}
+	return f.result(call{uid: pod.UID, op: "sync", rv: pod.ResourceVersion}), nil
 }
 func (f *fakeSyncer) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, grace int64) error {
 	return f.do(ctx, pod, "terminating", grace)
@@ -194,9 +199,10 @@ func TestKillCancelsSyncThenTerminatingThenTerminated(t *testing.T) {
 	if c := f.next(t); c.op != "terminated" {
 		t.Fatalf("got %+v, want terminated", c)
 	}
-	waitFor(t, func() bool { return len(w.Known()) == 0 })
-	if !w.IsTerminated("a") || w.ShouldPodContentBeRemoved("a") {
-		t.Fatalf("terminated=%v remove=%v, want true,false (still in the API)", w.IsTerminated("a"), w.ShouldPodContentBeRemoved("a"))
+	waitFor(t, func() bool { return !w.Lifecycle().State("a").Worker })
+	if l := w.Lifecycle(); !l.Terminated("a") || l.ContentRemovable("a") || !l.Known("a") || l.Active("a") {
+		t.Fatalf("terminated=%v remove=%v known=%v active=%v, want true,false,true,false (still in the API)",
+			l.Terminated("a"), l.ContentRemovable("a"), l.Known("a"), l.Active("a"))
 	}
 	// Never SyncPod again for a terminated UID.
 	w.Update(UpdateOptions{Pod: pod("a", "3")})
@@ -205,7 +211,7 @@ func TestKillCancelsSyncThenTerminatingThenTerminated(t *testing.T) {
 	// The API object goes: the pod is forgotten for good.
 	w.Update(UpdateOptions{Pod: pod("a", "5"), Kind: Remove})
 	f.expectNone(t, 50*time.Millisecond)
-	if w.IsTerminated("a") || !w.ShouldPodContentBeRemoved("a") {
+	if l := w.Lifecycle(); l.Terminated("a") || !l.ContentRemovable("a") || l.Known("a") {
 		t.Fatal("a removed pod is still remembered")
 	}
 	if got, want := fmt.Sprint(f.ops("a")), "[sync:1 terminating:2 terminated:2]"; got != want {
@@ -236,12 +242,8 @@ func TestDeletedOrFinishedPodIsKilled(t *testing.T) {
 // A pod whose SyncPod says it finished is terminated and cleaned up, and
 // later updates of it do not start it again.
 func TestFinishedSyncTerminatesThePod(t *testing.T) {
-	f := newFake(t, func(_ context.Context, c call) error {
-		if c.op == "sync" {
-			return fmt.Errorf("sync: %w", ErrPodFinished)
-		}
-		return nil
-	})
+	f := newFake(t, nil)
+	f.result = func(call) SyncResult { return SyncResult{Finished: true} }
 	w := newWorkers(t, f, Config{})
 	p := pod("a", "1")
 	p.Spec.TerminationGracePeriodSeconds = grace(7)
@@ -251,7 +253,7 @@ func TestFinishedSyncTerminatesThePod(t *testing.T) {
 			t.Fatalf("got %+v, want %s", c, want)
 		}
 	}
-	waitUntil(t, func() bool { return w.IsTerminated(p.UID) })
+	waitUntil(t, func() bool { return w.Lifecycle().Terminated(p.UID) })
 	w.Update(UpdateOptions{Pod: pod("a", "2")})
 	f.expectNone(t, 200*time.Millisecond)
 }
@@ -266,8 +268,8 @@ func TestOrphanRemoveGoesStraightToTermination(t *testing.T) {
 	if c := f.next(t); c.op != "terminated" {
 		t.Fatalf("got %+v", c)
 	}
-	waitFor(t, func() bool { return len(w.Known()) == 0 })
-	if !w.ShouldPodContentBeRemoved("o") || w.IsTerminated("o") {
+	waitFor(t, func() bool { return !w.Lifecycle().Known("o") })
+	if l := w.Lifecycle(); !l.ContentRemovable("o") || l.Terminated("o") {
 		t.Fatal("a removed orphan must be forgotten")
 	}
 }
@@ -349,20 +351,18 @@ func TestResyncAndBackoffUseTheClock(t *testing.T) {
 	}
 }
 
-func TestSyncAfterShortensTheNextWait(t *testing.T) {
+func TestResyncAfterShortensTheNextWait(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	var w *Workers
 	asked := false
-	f := newFake(t, func(ctx context.Context, c call) error {
-		if !asked {
-			asked = true
-			w.SyncAfter(c.uid, 5*time.Second)
-			w.SyncAfter(c.uid, 3*time.Second) // the earliest wins
-			w.SyncAfter(c.uid, 4*time.Second)
+	f := newFake(t, nil)
+	f.result = func(call) SyncResult {
+		if asked {
+			return SyncResult{}
 		}
-		return nil
-	})
-	w = newWorkers(t, f, Config{Clock: clk, ResyncInterval: 10 * time.Second})
+		asked = true
+		return SyncResult{ResyncAfter: 3 * time.Second}
+	}
+	w := newWorkers(t, f, Config{Clock: clk, ResyncInterval: 10 * time.Second})
 	w.Update(UpdateOptions{Pod: pod("a", "1")})
 	f.next(t)
 	waitFor(t, clk.HasWaiters)
@@ -406,7 +406,7 @@ func TestShutdownLeavesPodsAlone(t *testing.T) {
 				t.Fatalf("pod %s got %s on shutdown", uid, op)
 			}
 		}
-		if w.IsTerminationRequested(uid) {
+		if w.Lifecycle().State(uid).TerminationRequested {
 			t.Fatalf("pod %s marked for termination by Shutdown", uid)
 		}
 	}
@@ -429,5 +429,40 @@ func waitUntil(t *testing.T, cond func() bool) {
 		if time.Since(start) > 5*time.Second {
 			t.Fatal("condition not met within 5s")
 		}
+	}
+}
+
+// The Board shows each step of a pod's life to readers that were given it
+// before the workers existed.
+func TestLifecycleIsPublishedOnTheBoard(t *testing.T) {
+	release := make(chan struct{})
+	f := newFake(t, func(ctx context.Context, c call) error {
+		if c.op == "terminating" {
+			<-release
+		}
+		return nil
+	})
+	board := NewBoard()
+	w := newWorkers(t, f, Config{Board: board})
+	if board.Lifecycle().Known("a") {
+		t.Fatal("an unknown pod is known")
+	}
+	w.Update(UpdateOptions{Pod: pod("a", "1")})
+	if l := board.Lifecycle(); !l.Active("a") || l.Terminated("a") || l.ContentRemovable("a") {
+		t.Fatalf("new pod: %+v, want active, not terminated, content kept", l.State("a"))
+	}
+	f.next(t)
+	w.Update(UpdateOptions{Pod: pod("a", "2"), Kind: Remove})
+	if s := board.Lifecycle().State("a"); !s.TerminationRequested || s.Terminated || !s.Removed || board.Lifecycle().Active("a") {
+		t.Fatalf("killed pod: %+v, want termination requested and removed, not terminated", s)
+	}
+	old := board.Lifecycle()
+	close(release)
+	waitFor(t, func() bool { return !board.Lifecycle().Known("a") })
+	if !old.Known("a") || old.Terminated("a") {
+		t.Fatal("a snapshot changed after it was taken")
+	}
+	if !board.Lifecycle().ContentRemovable("a") {
+		t.Fatal("a pod cleaned up and gone from the API keeps its content")
 	}
 }

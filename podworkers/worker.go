@@ -64,9 +64,10 @@ func (w *Workers) step(wk *worker) (delay time.Duration, exit bool) {
 	w.mu.Unlock()
 
 	var err error
+	var res SyncResult
 	switch ph {
 	case phaseSyncing:
-		err = w.cfg.Syncer.SyncPod(ctx, pod)
+		res, err = w.cfg.Syncer.SyncPod(ctx, pod)
 	case phaseTerminating:
 		err = w.cfg.Syncer.SyncTerminatingPod(ctx, pod, grace)
 	case phaseTerminated:
@@ -81,11 +82,6 @@ func (w *Workers) step(wk *worker) (delay time.Duration, exit bool) {
 	if w.ctx.Err() != nil {
 		return 0, true // Shutdown: leave the pod as it is
 	}
-	if ph == phaseSyncing && errors.Is(err, ErrPodFinished) {
-		wk.failures = 0
-		w.requestKill(wk, gracePeriod(UpdateOptions{Pod: pod}))
-		return 0, false // the next step terminates the pod
-	}
 	if err != nil {
 		if cancelled && errors.Is(err, context.Canceled) {
 			return 0, false // a kill (or shorter grace) made the call stale
@@ -99,14 +95,19 @@ func (w *Workers) step(wk *worker) (delay time.Duration, exit bool) {
 	wk.failures = 0
 	switch ph {
 	case phaseSyncing:
+		if res.Finished {
+			w.requestKill(wk, gracePeriod(UpdateOptions{Pod: pod}))
+			w.publish()
+			return 0, false // the next step terminates the pod
+		}
 		delay = w.cfg.ResyncInterval
-		if after := wk.syncAfter; after > 0 && after < delay {
+		if after := res.ResyncAfter; after > 0 && after < delay {
 			delay = after
 		}
-		wk.syncAfter = 0
 		return delay, false
 	case phaseTerminating:
 		wk.phase = phaseTerminated
+		w.publish()
 		return 0, false
 	}
 	// Cleaned up: forget the pod; remember it while its API object exists
@@ -115,6 +116,7 @@ func (w *Workers) step(wk *worker) (delay time.Duration, exit bool) {
 	if !wk.removed {
 		w.finished[wk.uid] = true
 	}
+	w.publish()
 	return 0, true
 }
 
