@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,9 +51,9 @@ type Config struct {
 	// PodCleanedUp, optional, tells when an evicted pod's resources are
 	// released; the next pass waits for it (at most 30 s), as upstream.
 	PodCleanedUp func(*corev1.Pod) bool
-	// ConditionsChanged, optional, is called when the pressure conditions
-	// change (the node status then updates at once).
-	ConditionsChanged func()
+	// Published receives the pressure conditions (a new NodePressure when
+	// nil; see Manager.Published).
+	Published *NodePressure
 	// OnEvict, optional, counts evictions by signal (the metric
 	// kubelet_evictions{eviction_signal}).
 	OnEvict func(signal string)
@@ -68,13 +66,11 @@ type Config struct {
 
 // Manager runs the eviction passes and publishes the node's pressure.
 type Manager struct {
-	cfg     Config
-	log     *slog.Logger
-	state   State // owned by the Run goroutine
-	lastErr string
-
-	mu         sync.Mutex
-	conditions []corev1.NodeConditionType
+	cfg      Config
+	log      *slog.Logger
+	state    State // owned by the Run goroutine
+	lastErr  string
+	pressure *NodePressure
 }
 
 // New checks cfg and fills in defaults.
@@ -97,23 +93,14 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, log: cfg.Log}, nil
+	if cfg.Published == nil {
+		cfg.Published = NewNodePressure()
+	}
+	return &Manager{cfg: cfg, log: cfg.Log, pressure: cfg.Published}, nil
 }
 
-// Conditions returns the pressure conditions the node has now.
-func (m *Manager) Conditions() []corev1.NodeConditionType {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.conditions)
-}
-
-// Pressure reports memory, disk and PID pressure (nodestatus.Config's
-// Pressure).
-func (m *Manager) Pressure() (mem, disk, pid bool) {
-	c := m.Conditions()
-	return slices.Contains(c, corev1.NodeMemoryPressure), slices.Contains(c, corev1.NodeDiskPressure),
-		slices.Contains(c, corev1.NodePIDPressure)
-}
+// Published is where the manager publishes the node's pressure.
+func (m *Manager) Published() *NodePressure { return m.pressure }
 
 // Run makes a pass every Interval until ctx ends; after an eviction the
 // next pass comes as soon as the pod is cleaned up.
@@ -208,16 +195,8 @@ func (m *Manager) observe() Observations {
 }
 
 func (m *Manager) publish(conds []corev1.NodeConditionType) {
-	m.mu.Lock()
-	changed := !slices.Equal(m.conditions, conds)
-	m.conditions = conds
-	m.mu.Unlock()
-	if !changed {
-		return
-	}
-	m.log.Info("node pressure conditions", "conditions", conds)
-	if m.cfg.ConditionsChanged != nil {
-		m.cfg.ConditionsChanged()
+	if m.pressure.set(conds) {
+		m.log.Info("node pressure conditions", "conditions", conds)
 	}
 }
 

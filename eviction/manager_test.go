@@ -28,6 +28,18 @@ type fakeNode struct {
 	afterReclaim Observations
 }
 
+// changed counts the change signals the manager published so far.
+func (f *fakeNode) changed(m *Manager) int {
+	for {
+		select {
+		case <-m.Published().Changed():
+			f.changes++
+		default:
+			return f.changes
+		}
+	}
+}
+
 func (f *fakeNode) manager(t *testing.T, th []Threshold, dedicatedImageFS bool) *Manager {
 	now := t0
 	m, err := New(Config{Thresholds: th, DedicatedImageFS: dedicatedImageFS, MaxPodGracePeriod: 30,
@@ -45,10 +57,9 @@ func (f *fakeNode) manager(t *testing.T, th []Threshold, dedicatedImageFS bool) 
 			}
 			return nil
 		},
-		Evict:             func(_ context.Context, e Eviction) error { f.evicted = append(f.evicted, e); return nil },
-		ConditionsChanged: func() { f.changes++ },
-		OnEvict:           func(s string) { f.counted = append(f.counted, s) },
-		Now:               func() time.Time { now = now.Add(10 * time.Second); return now },
+		Evict:   func(_ context.Context, e Eviction) error { f.evicted = append(f.evicted, e); return nil },
+		OnEvict: func(s string) { f.counted = append(f.counted, s) },
+		Now:     func() time.Time { now = now.Add(10 * time.Second); return now },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +76,7 @@ func TestManagerEvictsOnePodPerPass(t *testing.T) {
 	if e == nil || e.Pod != be || len(f.evicted) != 1 || e.GracePeriod != 0 {
 		t.Fatalf("first pass evicted %v", names(podsOf(f.evicted)))
 	}
-	if mem, disk, pid := m.Pressure(); !mem || disk || pid || f.changes != 1 {
+	if mem, disk, pid := m.Published().Pressure(); !mem || disk || pid || f.changed(m) != 1 {
 		t.Errorf("pressure = %v %v %v, changes %d", mem, disk, pid, f.changes)
 	}
 	if len(f.reclaimed) != 0 {
@@ -79,7 +90,7 @@ func TestManagerEvictsOnePodPerPass(t *testing.T) {
 	if len(f.evicted) != 2 || f.evicted[1].Pod != g {
 		t.Errorf("second pass, still under pressure: evicted %v", names(podsOf(f.evicted)))
 	}
-	if f.changes != 1 {
+	if f.changed(m) != 1 {
 		t.Errorf("conditions republished without change: %d", f.changes)
 	}
 }
@@ -98,7 +109,7 @@ func TestManagerReclaimsBeforeEvicting(t *testing.T) {
 	if !slices.Equal(f.reclaimed, []string{"containers", "images"}) {
 		t.Errorf("reclaimed %v", f.reclaimed)
 	}
-	if _, disk, _ := m.Pressure(); !disk {
+	if _, disk, _ := m.Published().Pressure(); !disk {
 		t.Error("DiskPressure not reported for the pass that found it")
 	}
 	// Not enough freed: a pod is evicted after the reclaim.
@@ -124,8 +135,8 @@ func TestManagerReclaimsBeforeEvicting(t *testing.T) {
 func TestManagerNoEvictionWithoutPressure(t *testing.T) {
 	f := &fakeNode{obs: memObs(1 << 30), pods: []*corev1.Pod{pod("p", nil, nil, 0)}}
 	m := f.manager(t, DefaultThresholds(), false)
-	if e := m.Synchronize(context.Background()); e != nil || len(m.Conditions()) != 0 || f.changes != 0 {
-		t.Errorf("eviction %v, conditions %v", e, m.Conditions())
+	if e := m.Synchronize(context.Background()); e != nil || len(m.Published().Conditions()) != 0 || f.changed(m) != 0 {
+		t.Errorf("eviction %v, conditions %v", e, m.Published().Conditions())
 	}
 	if _, err := New(Config{}); err == nil {
 		t.Error("New without dependencies")

@@ -60,6 +60,7 @@ type wired struct {
 	// evict publishes the node's pressure; evictions are the pods it
 	// evicted whose termination is not over (eviction.go).
 	evict     *eviction.Manager
+	pressure  *eviction.NodePressure
 	evictions *evictions
 }
 
@@ -153,7 +154,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.log.Info("nodelet running", "podCIDR", cidr)
 	close(started)
-	goRun("pleg events", func(ctx context.Context) error { a.plegEvents(ctx, w); return nil })
+	goRun("pod events", func(ctx context.Context) error { a.podEvents(ctx, w); return nil })
 	goRun("housekeeping", func(ctx context.Context) error { a.housekeeping(ctx, w); return nil })
 	goRun("eviction", w.evict.Run)
 	goRun("routes", func(ctx context.Context) error { return a.runPeerRoutes(ctx, cidr, w.node.Host().InternalIP) })
@@ -183,6 +184,9 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	// The workers publish the pods' lifecycle on the board; the status
 	// manager, made before them, reads it.
 	w.board = podworkers.NewBoard()
+	// The eviction manager publishes the node's pressure there; the node
+	// status and admission, made before it, read it.
+	w.pressure = eviction.NewNodePressure()
 	var workers *podworkers.Workers // set below; the closures run later
 	w.status = status.NewManager(status.ManagerConfig{Client: a.client, Log: a.log.With("component", "status"),
 		PodCouldHaveRunningContainers: func(uid types.UID) bool { return !w.board.Lifecycle().Terminated(uid) },
@@ -197,8 +201,8 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		MaxPods: a.cfg.MaxPods, Labels: a.cfg.NodeLabels, Taints: a.cfg.RegisterWithTaints,
 		ContainerRuntimeVersion: runtimeVersion(ctx, c.rt), Event: nodeEvent, DaemonPort: int32(max(a.cfg.Port, 0)),
 		Readiness: func() error { return readiness(w.pleg, c.net) }, Images: nodeImages(ctx, c.rt.ListImages, time.Now),
-		Pressure: func() (mem, disk, pid bool) { return w.evict.Pressure() },
-		Log:      a.log.With("component", "nodestatus")})
+		Pressure: w.pressure.Pressure, PressureChanged: w.pressure.Changed(),
+		Log: a.log.With("component", "nodestatus")})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
 	}
@@ -206,12 +210,6 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		Exec:    probeExec(c.rt),
 		Log:     a.log.With("component", "prober"),
 		Metrics: a.metrics,
-		// A result that changed syncs the pod now, not at the next relist.
-		OnResult: func(uid types.UID) {
-			if p := podByUID(w, uid); p != nil {
-				workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Sync})
-			}
-		},
 		Recorder: func(pod *corev1.Pod, container, eventtype, reason, message string) {
 			recorder.Eventf(podReference(pod, containerFieldPath(pod, container)), eventtype, reason, "%s", message)
 		},
@@ -261,7 +259,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	w.admit = admission.Chain{
 		// First, as upstream's eviction admit handler: under pressure the
 		// refusal says so whatever else would refuse the pod.
-		admission.NodePressure(func() []corev1.NodeConditionType { return w.evict.Conditions() }, eviction.IsCriticalPod),
+		admission.NodePressure(w.pressure.Conditions, eviction.IsCriticalPod),
 		admission.ResourcesFit(func() corev1.ResourceList {
 			return nodestatus.Allocatable(nodestatus.Capacity(w.node.Host(), a.maxPods()), a.cfg.SystemReserved, a.cfg.KubeReserved)
 		}),
@@ -486,17 +484,26 @@ func (a *Agent) forwardEvents(ctx context.Context, rt *runtime.Containerd, hints
 	}
 }
 
-// plegEvents syncs the pod of every lifecycle event.
-func (a *Agent) plegEvents(ctx context.Context, w *wired) {
-	events := w.pleg.Watch()
+// podEvents syncs the pod of every lifecycle event and of every probe
+// result that changed, now rather than at the next resync. It reads the
+// prober's updates until Stop closes them.
+func (a *Agent) podEvents(ctx context.Context, w *wired) {
+	events, probes := w.pleg.Watch(), w.probes.Updates()
 	for {
+		var uid types.UID
 		select {
 		case <-ctx.Done():
 			return
 		case ev := <-events:
-			if p := podByUID(w, ev.PodUID); p != nil {
-				w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Sync})
+			uid = ev.PodUID
+		case u, ok := <-probes:
+			if !ok {
+				return
 			}
+			uid = u
+		}
+		if p := podByUID(w, uid); p != nil {
+			w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Sync})
 		}
 	}
 }

@@ -78,10 +78,10 @@ func (a *Agent) evictionManager(ctx context.Context, w *wired, recorder record.E
 		MaxPodGracePeriod: a.cfg.EvictionMaxPodGracePeriod, Interval: a.cfg.EvictionMonitoringInterval,
 		Observe: host.Observe, ActivePods: func() []*corev1.Pod { return activePods(w) }, PodStats: stats.Read,
 		RemoveDeadContainers: gc.collect, RemoveUnusedImages: igc.collect,
-		DedicatedImageFS:  !eviction.SameFilesystem(a.cfg.RootDir, imageFS),
-		Evict:             func(ctx context.Context, e eviction.Eviction) error { return a.evict(w, recorder, e) },
-		PodCleanedUp:      func(p *corev1.Pod) bool { return w.board.Lifecycle().Terminated(p.UID) && !w.cg.PodExists(p.UID) },
-		ConditionsChanged: w.node.UpdateNow, OnEvict: a.cfg.OnEviction, Event: nodeEvent,
+		DedicatedImageFS: !eviction.SameFilesystem(a.cfg.RootDir, imageFS),
+		Evict:            func(ctx context.Context, e eviction.Eviction) error { return a.evict(w, recorder, e) },
+		PodCleanedUp:     func(p *corev1.Pod) bool { return w.board.Lifecycle().Terminated(p.UID) && !w.cg.PodExists(p.UID) },
+		Published:        w.pressure, OnEvict: a.cfg.OnEviction, Event: nodeEvent,
 		Log: a.log.With("component", "eviction"),
 	})
 }

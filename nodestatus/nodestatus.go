@@ -69,6 +69,9 @@ type Config struct {
 	Readiness func() error
 	// Pressure reports memory, disk and PID pressure. Nil: none.
 	Pressure func() (mem, disk, pid bool)
+	// PressureChanged, optional, receives a value when the pressure
+	// changed; the status is then written at once.
+	PressureChanged <-chan struct{}
 	// Images lists the node's images for status.images (read once per
 	// status update). Nil: none; an error keeps the last list.
 	Images func() ([]corev1.ContainerImage, error)
@@ -187,6 +190,8 @@ func (s *Syncer) Run(ctx context.Context) error {
 		case <-statusTick.C():
 			s.syncStatus(ctx)
 		case <-s.kick:
+			s.syncStatus(ctx)
+		case <-s.cfg.PressureChanged:
 			s.syncStatus(ctx)
 		}
 	}

@@ -349,3 +349,27 @@ func TestRegisterWithTaintsAndMaxPods(t *testing.T) {
 		t.Errorf("pods capacity = %v, want 30", n.Status.Capacity.Pods())
 	}
 }
+
+// A pressure change is written at once, not at the next status tick (the
+// fake clock never moves here).
+func TestPressureChangeWritesStatusAtOnce(t *testing.T) {
+	var disk atomic.Bool
+	changed := make(chan struct{}, 1)
+	h := newHarness(t, func(c *Config) {
+		c.Pressure = func() (bool, bool, bool) { return false, disk.Load(), false }
+		c.PressureChanged = changed
+	})
+	h.run(t)
+	h.waitReady(t, corev1.ConditionTrue)
+	// The lease is renewed after the first status sync: the loop waits.
+	eventually(t, "the lease", func() bool {
+		_, err := h.cs.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), "n1", metav1.GetOptions{})
+		return err == nil
+	})
+	disk.Store(true)
+	changed <- struct{}{}
+	eventually(t, "DiskPressure=True", func() bool {
+		c := condition(h.node(t), corev1.NodeDiskPressure)
+		return c != nil && c.Status == corev1.ConditionTrue
+	})
+}

@@ -6,8 +6,8 @@
 // The caller (the pod sync) tells the manager what runs with UpdatePod on
 // every sync and RemovePod when the pod is gone; it reads the results with
 // Results (for the pod plan: a container whose liveness or startup probe
-// failed is killed) or Readiness and Startup (for the status). OnResult
-// asks for a sync whenever a result changes.
+// failed is killed) or Readiness and Startup (for the status). Updates
+// names the pod whenever one of its results changes, so it syncs now.
 package prober
 
 import (
@@ -40,12 +40,6 @@ type Config struct {
 	// Clock times the probes (default: the real clock).
 	Clock clock.WithTicker
 	Log   *slog.Logger
-	// OnResult is called, from a worker goroutine and without locks held,
-	// when a probe result of the pod changes (readiness, liveness or
-	// startup passing its threshold), so that the pod syncs now rather
-	// than at its next resync. It must not block (enqueue the sync).
-	// Changes made by UpdatePod and RemovePod themselves do not call it.
-	OnResult func(podUID types.UID)
 	// Recorder records upstream's events about a container of the pod
 	// (upstream's involvedObject is the container, fieldPath
 	// spec.containers{name}): Warning "Unhealthy" "Liveness probe failed:
@@ -83,6 +77,8 @@ type Manager struct {
 
 	// spawn starts a worker's goroutine (tests drive workers themselves).
 	spawn func(ctx context.Context, w *worker)
+	// updates carries the pods whose results changed (Updates).
+	updates chan types.UID
 
 	mu      sync.Mutex
 	stopped bool
@@ -120,10 +116,11 @@ func New(cfg Config) *Manager {
 			record:    cfg.Recorder,
 			log:       cfg.Log,
 		},
-		ctx:    ctx,
-		cancel: cancel,
-		pods:   make(map[types.UID]*podState),
-		byID:   make(map[string]*entry),
+		ctx:     ctx,
+		cancel:  cancel,
+		updates: make(chan types.UID, updatesBuffer),
+		pods:    make(map[types.UID]*podState),
+		byID:    make(map[string]*entry),
 	}
 	m.spawn = func(ctx context.Context, w *worker) {
 		m.wg.Add(1)
@@ -134,6 +131,18 @@ func New(cfg Config) *Manager {
 	}
 	return m
 }
+
+// updatesBuffer lets workers report bursts of changes without waiting for
+// the reader.
+const updatesBuffer = 64
+
+// Updates receives the UID of a pod when one of its probe results changes
+// (readiness, liveness or startup passing its threshold), so that the pod
+// syncs now rather than at its next resync. Changes made by UpdatePod and
+// RemovePod themselves are not sent. The caller must keep reading it until
+// Stop, which closes it: a worker whose report finds the channel full
+// waits for the reader.
+func (m *Manager) Updates() <-chan types.UID { return m.updates }
 
 // UpdatePod makes the pod's workers match its running containers: podIP
 // (default pod.Status.PodIP) is the host of its probes, containers its
@@ -213,9 +222,13 @@ func (m *Manager) RemovePod(podUID types.UID) {
 }
 
 // Stop stops every worker and waits for their goroutines to end; later
-// UpdatePod calls do nothing.
+// UpdatePod calls do nothing, and so do later Stop calls.
 func (m *Manager) Stop() {
 	m.mu.Lock()
+	if m.stopped {
+		m.mu.Unlock()
+		return
+	}
 	m.stopped = true
 	for uid, ps := range m.pods {
 		for _, e := range ps.containers {
@@ -226,6 +239,7 @@ func (m *Manager) Stop() {
 	m.mu.Unlock()
 	m.cancel()
 	m.wg.Wait()
+	close(m.updates) // only workers send, and they are gone
 }
 
 // startWorkersLocked starts the instance's missing workers (once only,

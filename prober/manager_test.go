@@ -24,7 +24,7 @@ type harness struct {
 	m      *Manager
 	clock  *testingclock.FakeClock
 	exec   *scriptExec
-	synced chan types.UID // OnResult calls
+	synced chan types.UID // from Updates
 }
 
 func newHarness(t *testing.T, scripts map[string][]int) *harness {
@@ -36,12 +36,16 @@ func newHarness(t *testing.T, scripts map[string][]int) *harness {
 	}
 	h.exec.called = make(chan string, 1000)
 	h.m = New(Config{
-		Exec:     h.exec.exec,
-		Clock:    h.clock,
-		Log:      slog.New(slog.DiscardHandler),
-		OnResult: func(uid types.UID) { h.synced <- uid },
+		Exec:  h.exec.exec,
+		Clock: h.clock,
+		Log:   slog.New(slog.DiscardHandler),
 	})
 	t.Cleanup(h.m.Stop)
+	go func() {
+		for uid := range h.m.Updates() {
+			h.synced <- uid
+		}
+	}()
 	return h
 }
 
@@ -64,7 +68,7 @@ func (h *harness) waitSync(t *testing.T) {
 	select {
 	case <-h.synced:
 	case <-time.After(waitLimit):
-		t.Fatal("OnResult was not called")
+		t.Fatal("no update from the prober")
 	}
 }
 

@@ -140,7 +140,7 @@ func (m *Manager) byContainerID(id string) (ContainerResults, bool) {
 }
 
 // setResult records a worker's thresholded result. When it changes the
-// result, OnResult is called (after the lock is released); when startup
+// result, the pod goes to Updates (after the lock is released); when startup
 // succeeds, the readiness worker probes at once.
 func (m *Manager) setResult(w *worker, r Result, output string) {
 	m.mu.Lock()
@@ -158,8 +158,11 @@ func (m *Manager) setResult(w *worker, r Result, output string) {
 		}
 	}
 	m.mu.Unlock()
-	if changed && m.cfg.OnResult != nil {
-		m.cfg.OnResult(w.uid)
+	if changed {
+		select {
+		case m.updates <- w.uid:
+		case <-m.ctx.Done(): // stopped: nobody syncs any more
+		}
 	}
 }
 

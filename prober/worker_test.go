@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -80,7 +79,7 @@ type syncHarness struct {
 	clock   *testingclock.FakeClock
 	exec    *scriptExec
 	events  *eventLog
-	results atomic.Int32 // OnResult calls
+	results atomic.Int32 // updates sent
 	mu      sync.Mutex
 	workers map[string]*worker // by container name and type
 	ctxs    map[*worker]context.Context
@@ -98,7 +97,6 @@ func newSyncHarness(scripts map[string][]int) *syncHarness {
 		Exec:     h.exec.exec,
 		Clock:    h.clock,
 		Log:      slog.New(slog.DiscardHandler),
-		OnResult: func(types.UID) { h.results.Add(1) },
 		Recorder: h.events.record,
 	})
 	h.m.spawn = func(ctx context.Context, w *worker) {
@@ -108,6 +106,19 @@ func newSyncHarness(scripts map[string][]int) *syncHarness {
 		h.ctxs[w] = ctx
 	}
 	return h
+}
+
+// updates counts the updates sent so far (the probes run in the test's
+// goroutine, so every send is already in the channel's buffer).
+func (h *syncHarness) updates() int {
+	for {
+		select {
+		case <-h.m.Updates():
+			h.results.Add(1)
+		default:
+			return int(h.results.Load())
+		}
+	}
 }
 
 func (h *syncHarness) worker(t *testing.T, name string, typ ProbeType) *worker {
@@ -216,8 +227,8 @@ func TestThresholds(t *testing.T) {
 			if tt.wantCalls != 0 && h.exec.count("check") != tt.wantCalls {
 				t.Errorf("%d probes ran, want %d", h.exec.count("check"), tt.wantCalls)
 			}
-			if got := int(h.results.Load()); got != changes {
-				t.Errorf("OnResult called %d times for %d changes", got, changes)
+			if got := h.updates(); got != changes {
+				t.Errorf("%d updates for %d changes", got, changes)
 			}
 		})
 	}
