@@ -30,36 +30,11 @@ import (
 	"github.com/nodelet/nodelet/containerlogs"
 )
 
-// Labels the runtime keeps on containers besides the shared ones of
-// types.go: what the pod spec named, where the logs are, and the start and
-// exit of the container's task, which outlive the task.
-const (
-	LabelImage      = "io.nodelet.image"     // the image as the pod spec names it
-	LabelImageRef   = "io.nodelet.image.ref" // the resolved image (repo digest)
-	LabelLogPath    = "io.nodelet.log.path"
-	LabelNetNSPath  = "io.nodelet.sandbox.netns"
-	LabelSandboxIP  = "io.nodelet.sandbox.ip"
-	LabelStartedAt  = "io.nodelet.started-at"  // RFC 3339, set when the task started
-	LabelFinishedAt = "io.nodelet.finished-at" // RFC 3339, set when the exit was recorded
-	LabelExitCode   = "io.nodelet.exit-code"
-	LabelOOMKilled  = "io.nodelet.oom-killed" // "true" once the OOM killer acted in the container
-
-	kindSandbox   = "sandbox"
-	kindContainer = "container"
-)
-
-// DefaultLogRoot is where container logs go unless configured otherwise.
-const DefaultLogRoot = "/var/log/pods"
-
 // defaultRuntime is the shim every task runs under.
 const defaultRuntime = "io.containerd.runc.v2"
 
 // cleanupTimeout bounds the rollback of a failed operation.
 const cleanupTimeout = 30 * time.Second
-
-// ErrSandboxNotRunning is returned when a container is created in a
-// sandbox whose pause process is not running.
-var ErrSandboxNotRunning = errors.New("runtime: sandbox is not running")
 
 // Config configures Containerd.
 type Config struct {
@@ -167,17 +142,6 @@ func (c *Containerd) runtimeOptions() any {
 	return &runcoptions.Options{Root: c.cfg.RuncRoot, SystemdCgroup: c.cfg.SystemdCgroup}
 }
 
-// SandboxConfig describes one sandbox of a pod.
-type SandboxConfig struct {
-	Image       Image  // the pause image (EnsureImage)
-	NetNSPath   string // the pod's network namespace, prepared by the caller
-	CgroupsPath string // the pod's cgroup
-	Attempt     uint32 // how many sandboxes the pod had before
-	// Spec is the pause container's spec; nil builds it with SandboxSpec
-	// from the pod, the image, NetNSPath, CgroupsPath and the floor.
-	Spec *specs.Spec
-}
-
 // podLabels are the labels shared by a pod's sandboxes and containers.
 func podLabels(pod *corev1.Pod, kind string, attempt uint32) map[string]string {
 	return map[string]string{
@@ -224,7 +188,7 @@ func (c *Containerd) RunSandbox(ctx context.Context, pod *corev1.Pod, cfg Sandbo
 	if err != nil {
 		return "", wrap("get pause image "+cfg.Image.Ref, err)
 	}
-	labels := podLabels(pod, kindSandbox, cfg.Attempt)
+	labels := podLabels(pod, KindSandbox, cfg.Attempt)
 	labels[LabelNetNSPath] = cfg.NetNSPath
 	cont, err := c.newContainer(ctx, id, img, labels, spec)
 	if err != nil {
@@ -292,20 +256,6 @@ func (c *Containerd) RemoveSandbox(ctx context.Context, id string) error {
 	return nil
 }
 
-// ContainerConfig describes one app or init container instance.
-type ContainerConfig struct {
-	SandboxID string
-	Image     Image  // resolved by EnsureImage
-	ImageName string // as the pod spec names it (status.image)
-	Attempt   uint32 // restart count
-	Init      bool
-	// Spec is used as is when set. Otherwise ContainerSpec builds it from
-	// SpecConfig, with Pod, Container, Image, SandboxPID and (when zero)
-	// OOMScoreAdjFloor filled in.
-	Spec       *specs.Spec
-	SpecConfig ContainerSpecConfig
-}
-
 // shimGroupAnnotation groups containers into one runc shim (containerd's
 // runc v2 shim reads it from the OCI spec since 1.5).
 const shimGroupAnnotation = "io.containerd.runc.v2.group"
@@ -338,7 +288,7 @@ func (c *Containerd) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *
 		return "", wrap("get image "+cfg.Image.Ref, err)
 	}
 	logPath := ContainerLogPath(c.cfg.LogRoot, pod.Namespace, pod.Name, string(pod.UID), ctr.Name, cfg.Attempt)
-	labels := podLabels(pod, kindContainer, cfg.Attempt)
+	labels := podLabels(pod, KindContainer, cfg.Attempt)
 	labels[LabelContainer] = ctr.Name
 	labels[LabelSandboxID] = cfg.SandboxID
 	labels[LabelImage] = cfg.ImageName
@@ -347,7 +297,7 @@ func (c *Containerd) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *
 	if flags := interactiveFlags(ctr); flags != "" {
 		labels[LabelInteractive] = flags
 	}
-	terminationLabels(labels, ctr, cfg.SpecConfig.TerminationLogPath)
+	TerminationLabels(labels, ctr, cfg.SpecConfig.TerminationLogPath)
 	if cfg.Init {
 		labels[LabelInit] = "true"
 	}

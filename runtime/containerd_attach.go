@@ -25,14 +25,6 @@ import (
 	"github.com/nodelet/nodelet/containerlogs"
 )
 
-// LabelInteractive marks a container with stdin or a tty: its value lists
-// "stdin", "once" (stdinOnce) and "tty".
-const LabelInteractive = "io.nodelet.container.interactive"
-
-// ErrNotAttachable: the container has neither stdin nor a tty; its output
-// is in its log.
-var ErrNotAttachable = errors.New("container has neither stdin nor a tty")
-
 func interactiveFlags(ctr *corev1.Container) string {
 	var f []string
 	if ctr.Stdin {

@@ -32,20 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// ErrContainerNotRunning is returned (wrapped, with the container's id)
-// by Exec into a container that is missing, not started or exited.
-var ErrContainerNotRunning = errors.New("container is not running")
-
-// TerminalSize is a terminal's size in characters.
-type TerminalSize struct{ Width, Height uint16 }
-
-// ExitError is the non-zero exit of an exec'd command.
-type ExitError struct{ Code int }
-
-func (e *ExitError) Error() string {
-	return "command terminated with exit code " + strconv.Itoa(e.Code)
-}
-
 // Exec runs cmd in the running container id, with the environment, working
 // directory, user and capabilities of the container's own process. It
 // copies stdin (may be nil) to the command and the command's output to
@@ -346,7 +332,7 @@ type podSandbox struct {
 
 // runningSandbox finds the pod's newest sandbox whose task is running.
 func (c *Containerd) runningSandbox(ctx context.Context, uid types.UID) (podSandbox, error) {
-	filter := fmt.Sprintf("labels.%q==%q,labels.%q==%q", LabelPodUID, string(uid), LabelKind, kindSandbox)
+	filter := fmt.Sprintf("labels.%q==%q,labels.%q==%q", LabelPodUID, string(uid), LabelKind, KindSandbox)
 	list, err := c.client.ContainerService().List(ctx, filter)
 	if err != nil {
 		return podSandbox{}, fmt.Errorf("list sandboxes: %w", err)

@@ -21,35 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// ContainerMetrics is one reading of the resource usage of a running
-// sandbox (pause container) or app/init container, taken from its cgroup.
-// The counters (CPU time, page faults) are cumulative since the container
-// started; the memory figures are instantaneous.
-type ContainerMetrics struct {
-	PodUID       types.UID
-	PodName      string
-	PodNamespace string
-	// Name is the container's name in the pod spec; "" for a sandbox.
-	Name    string
-	Sandbox bool
-	ID      string
-	// StartedAt is when the container's task started (a sandbox's: when
-	// it was created, which is within milliseconds of its start).
-	StartedAt time.Time
-	// Timestamp is when the shim read the cgroup.
-	Timestamp time.Time
-
-	CPUUsageNanoseconds uint64 // cumulative CPU time, all cores
-	MemoryUsageBytes    uint64 // the cgroup's memory usage (page cache included)
-	// WorkingSetBytes is usage minus the inactive file cache (v1
-	// total_inactive_file, v2 inactive_file), never negative: what the
-	// kubelet and kubectl top call the working set.
-	WorkingSetBytes uint64
-	RSSBytes        uint64 // anonymous memory (v1 total_rss, v2 anon)
-	PageFaults      uint64
-	MajorPageFaults uint64
-}
-
 // ContainerMetrics returns the resource usage of every sandbox and
 // container of the runtime's namespace whose task is running (or paused),
 // in no particular order. Tasks that containerd cannot read, or whose data
@@ -89,7 +60,7 @@ func (c *Containerd) ContainerMetrics(ctx context.Context) ([]ContainerMetrics, 
 			PodName:      l[LabelPodName],
 			PodNamespace: l[LabelPodNamespace],
 			Name:         l[LabelContainer],
-			Sandbox:      l[LabelKind] == kindSandbox,
+			Sandbox:      l[LabelKind] == KindSandbox,
 			ID:           ct.ID,
 			StartedAt:    timeLabel(l, LabelStartedAt),
 		}

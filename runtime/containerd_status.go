@@ -97,7 +97,7 @@ func (c *Containerd) assemble(ctx context.Context, list []containers.Container, 
 			pods[uid] = p
 		}
 		t, hasTask := tasks[ct.ID]
-		if ct.Labels[LabelKind] == kindSandbox {
+		if ct.Labels[LabelKind] == KindSandbox {
 			p.Sandboxes = append(p.Sandboxes, sandboxStatus(ct, t, hasTask))
 			continue
 		}
@@ -219,7 +219,7 @@ func containerStatus(ct containers.Container, t taskInfo, hasTask bool) Containe
 		if l[LabelOOMKilled] == "true" {
 			s.Reason = "OOMKilled"
 		}
-		s.Message = terminationMessage(l, s.ExitCode)
+		s.Message = TerminationMessage(l, s.ExitCode)
 	}
 	return s
 }
@@ -264,13 +264,6 @@ func sortStatuses(p *PodStatus) {
 		}
 		return a.Attempt > b.Attempt
 	})
-}
-
-// TaskExit is the exit of a sandbox's or container's main process.
-type TaskExit struct {
-	ContainerID string
-	ExitCode    uint32
-	ExitedAt    time.Time
 }
 
 // eventBuffer is how many exits Events holds for a slow reader; beyond it

@@ -18,9 +18,7 @@ package runtime
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"path/filepath"
 	"time"
 
 	"github.com/containerd/containerd/v2/pkg/cio"
@@ -36,12 +34,6 @@ type ContainerLogger interface {
 	Add(ctx context.Context, id, logPath string) (stdout, stderr string, err error)
 	// Remove ends a container's logging once its output is drained.
 	Remove(ctx context.Context, id string) error
-}
-
-// ContainerLogPath is the CRI log file of a container instance:
-// <root>/<namespace>_<pod>_<uid>/<container>/<attempt>.log.
-func ContainerLogPath(root, namespace, pod, uid, container string, attempt uint32) string {
-	return filepath.Join(root, fmt.Sprintf("%s_%s_%s", namespace, pod, uid), container, fmt.Sprintf("%d.log", attempt))
 }
 
 // logCreator returns the IO of a container's task: FIFOs the node's

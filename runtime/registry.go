@@ -56,13 +56,13 @@ type RegistryConfig struct {
 // given credentials (nil: anonymous). They are offered to every host of
 // the image's registry (its mirrors too) that asks for them, as
 // containerd's CRI offers the kubelet's.
-func (c *Containerd) registryHosts(ctx context.Context, cred *registryCredential) docker.RegistryHosts {
+func (c *Containerd) registryHosts(ctx context.Context, cred *RegistryCredential) docker.RegistryHosts {
 	opts := config.HostOptions{}
 	if dirs := filepath.SplitList(c.cfg.Registry.ConfigDir); len(dirs) > 0 {
 		opts.HostDir = hostDirFromRoots(dirs)
 	}
 	if cred != nil {
-		user, secret := cred.hostCredentials()
+		user, secret := cred.HostCredentials()
 		opts.Credentials = func(string) (string, string, error) { return user, secret, nil }
 	}
 	return config.ConfigureHosts(ctx, opts)
@@ -89,7 +89,7 @@ func hostDirFromRoots(roots []string) func(string) (string, error) {
 // pullWithCredentials pulls and unpacks name with each credential in turn
 // until one works (every one failing fails the pull, with each error), or
 // anonymously when there is none, as the kubelet does.
-func (c *Containerd) pullWithCredentials(ctx context.Context, name string, creds []registryCredential) (containerd.Image, error) {
+func (c *Containerd) pullWithCredentials(ctx context.Context, name string, creds []RegistryCredential) (containerd.Image, error) {
 	if len(creds) == 0 {
 		return c.pullOnce(ctx, name, nil)
 	}
@@ -110,7 +110,7 @@ func (c *Containerd) pullWithCredentials(ctx context.Context, name string, creds
 	return nil, errs
 }
 
-func (c *Containerd) pullOnce(ctx context.Context, name string, cred *registryCredential) (containerd.Image, error) {
+func (c *Containerd) pullOnce(ctx context.Context, name string, cred *RegistryCredential) (containerd.Image, error) {
 	resolver := docker.NewResolver(docker.ResolverOptions{Hosts: c.registryHosts(ctx, cred)})
 	img, err := c.client.Pull(ctx, name,
 		containerd.WithResolver(resolver),

@@ -6,7 +6,9 @@ package runtime
 // with an optional port and path prefix, the host may hold glob patterns
 // per dot-separated part (*.example.com), every matching location's
 // credentials are candidates, most specific first, and Docker Hub's
-// credentials ("https://index.docker.io/v1/") serve docker.io images.
+// credentials ("https://index.docker.io/v1/") serve docker.io images. It is
+// pure: the executor (package runtime/containerd) hands the credentials to
+// containerd's resolver.
 
 import (
 	"crypto/sha256"
@@ -27,18 +29,18 @@ import (
 // defaultRegistryHost is the key of Docker Hub's credentials.
 const defaultRegistryHost = "index.docker.io"
 
-// registryCredential is one set of credentials for a registry.
-type registryCredential struct {
+// RegistryCredential is one set of credentials for a registry.
+type RegistryCredential struct {
 	Username string
 	Password string
 	// IdentityToken is an OAuth refresh token (docker's identitytoken).
 	IdentityToken string
 }
 
-// hostCredentials returns what containerd's authorizer wants: user and
+// HostCredentials returns what containerd's authorizer wants: user and
 // secret, or an empty user and the identity token (as containerd's CRI
 // ParseAuth does).
-func (rc registryCredential) hostCredentials() (string, string) {
+func (rc RegistryCredential) HostCredentials() (string, string) {
 	if rc.IdentityToken != "" {
 		return "", rc.IdentityToken
 	}
@@ -55,8 +57,8 @@ type dockerConfigEntry struct {
 	IdentityToken string `json:"identitytoken,omitempty"`
 }
 
-func (e dockerConfigEntry) credential() (registryCredential, error) {
-	rc := registryCredential{Username: e.Username, Password: e.Password, IdentityToken: e.IdentityToken}
+func (e dockerConfigEntry) credential() (RegistryCredential, error) {
+	rc := RegistryCredential{Username: e.Username, Password: e.Password, IdentityToken: e.IdentityToken}
 	if e.Auth == "" {
 		return rc, nil
 	}
@@ -72,18 +74,18 @@ func (e dockerConfigEntry) credential() (registryCredential, error) {
 	return rc, nil
 }
 
-// keyring holds credentials by location. The zero value is empty.
-type keyring struct {
-	creds map[string][]registryCredential
+// Keyring holds credentials by location. The zero value is empty.
+type Keyring struct {
+	creds map[string][]RegistryCredential
 	index []string // the keys of creds, reverse-sorted: more specific first
 }
 
-// keyringFromSecrets reads the docker configs of kubernetes.io/
+// KeyringFromSecrets reads the docker configs of kubernetes.io/
 // dockerconfigjson and kubernetes.io/dockercfg secrets, in order; secrets
 // of other types, or without the type's key, are ignored as upstream
 // ignores them. A secret that does not parse is an error naming it.
-func keyringFromSecrets(secrets []*corev1.Secret) (*keyring, error) {
-	kr := &keyring{}
+func KeyringFromSecrets(secrets []*corev1.Secret) (*Keyring, error) {
+	kr := &Keyring{}
 	for _, s := range secrets {
 		if s == nil {
 			continue
@@ -126,7 +128,7 @@ func keyringFromSecrets(secrets []*corev1.Secret) (*keyring, error) {
 // add records rc for loc, a docker config key: "https://index.docker.io/v1/",
 // "registry.example.com:5000/team", "*.example.com". A key that is not a
 // URL is skipped, as upstream skips it.
-func (kr *keyring) add(loc string, rc registryCredential) {
+func (kr *Keyring) add(loc string, rc RegistryCredential) {
 	value := loc
 	if !strings.HasPrefix(value, "https://") && !strings.HasPrefix(value, "http://") {
 		value = "https://" + value
@@ -145,7 +147,7 @@ func (kr *keyring) add(loc string, rc registryCredential) {
 		key += path
 	}
 	if kr.creds == nil {
-		kr.creds = map[string][]registryCredential{}
+		kr.creds = map[string][]RegistryCredential{}
 	}
 	if _, ok := kr.creds[key]; !ok {
 		kr.index = append(kr.index, key)
@@ -155,11 +157,11 @@ func (kr *keyring) add(loc string, rc registryCredential) {
 	kr.creds[key] = append(kr.creds[key], rc)
 }
 
-// lookup returns the credentials for a repository (docker.io/library/nginx,
+// Lookup returns the credentials for a repository (docker.io/library/nginx,
 // without tag or digest): those of every matching location, more specific
 // first. ok is false when none matches: the pull is anonymous.
-func (kr *keyring) lookup(repo string) (_ []registryCredential, ok bool) {
-	var out []registryCredential
+func (kr *Keyring) Lookup(repo string) (_ []RegistryCredential, ok bool) {
+	var out []RegistryCredential
 	for _, key := range kr.index {
 		if urlsMatch(key, repo) {
 			out = append(out, kr.creds[key]...)
@@ -223,9 +225,9 @@ func isDefaultRegistryMatch(repo string) bool {
 	return !strings.ContainsAny(first, ".:")
 }
 
-// credentialsKey identifies a list of credentials (for sharing a pull
+// CredentialsKey identifies a list of credentials (for sharing a pull
 // between callers with the same credentials) without holding them.
-func credentialsKey(creds []registryCredential) string {
+func CredentialsKey(creds []RegistryCredential) string {
 	if len(creds) == 0 {
 		return ""
 	}

@@ -40,8 +40,8 @@ func TestURLsMatch(t *testing.T) {
 }
 
 func TestKeyringLookup(t *testing.T) {
-	cred := func(u string) registryCredential { return registryCredential{Username: u, Password: "pw"} }
-	kr := &keyring{}
+	cred := func(u string) RegistryCredential { return RegistryCredential{Username: u, Password: "pw"} }
+	kr := &Keyring{}
 	for loc, user := range map[string]string{
 		"https://index.docker.io/v1/":       "hub",
 		"registry.example.com":              "host",
@@ -70,7 +70,7 @@ func TestKeyringLookup(t *testing.T) {
 		{"other.example/app", nil},
 	}
 	for _, tt := range tests {
-		got, ok := kr.lookup(tt.repo)
+		got, ok := kr.Lookup(tt.repo)
 		var users []string
 		for _, rc := range got {
 			users = append(users, rc.Username)
@@ -79,7 +79,7 @@ func TestKeyringLookup(t *testing.T) {
 			t.Errorf("lookup(%q) = %v, %v; want %v", tt.repo, users, ok, tt.want)
 		}
 	}
-	if _, ok := (&keyring{}).lookup("docker.io/library/nginx"); ok {
+	if _, ok := (&Keyring{}).Lookup("docker.io/library/nginx"); ok {
 		t.Error("an empty keyring matched")
 	}
 }
@@ -94,7 +94,7 @@ func secret(name string, typ corev1.SecretType, key, data string) *corev1.Secret
 
 func TestKeyringFromSecrets(t *testing.T) {
 	auth := base64.StdEncoding.EncodeToString([]byte("alice:pa:ss"))
-	kr, err := keyringFromSecrets([]*corev1.Secret{
+	kr, err := KeyringFromSecrets([]*corev1.Secret{
 		nil,
 		secret("json", corev1.SecretTypeDockerConfigJson, corev1.DockerConfigJsonKey,
 			`{"auths":{"r.example":{"username":"bob","password":"pw"},"auth.example":{"auth":"`+auth+`","username":"ignored"},"tok.example":{"identitytoken":"refresh"}}}`),
@@ -106,15 +106,15 @@ func TestKeyringFromSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := kr.lookup("r.example/app")
+	got, _ := kr.Lookup("r.example/app")
 	if len(got) != 2 || got[0].Username != "bob" || got[1].Username != "carol" || got[1].Password != "pw2" {
 		t.Errorf("r.example: %+v, want bob then carol", got)
 	}
-	if got, _ := kr.lookup("auth.example/app"); len(got) != 1 || got[0].Username != "alice" || got[0].Password != "pa:ss" {
+	if got, _ := kr.Lookup("auth.example/app"); len(got) != 1 || got[0].Username != "alice" || got[0].Password != "pa:ss" {
 		t.Errorf("auth field: %+v", got)
 	}
-	got, _ = kr.lookup("tok.example/app")
-	if u, s := got[0].hostCredentials(); u != "" || s != "refresh" {
+	got, _ = kr.Lookup("tok.example/app")
+	if u, s := got[0].HostCredentials(); u != "" || s != "refresh" {
 		t.Errorf("identity token: %q, %q", u, s)
 	}
 
@@ -124,21 +124,21 @@ func TestKeyringFromSecrets(t *testing.T) {
 		secret("badauth", corev1.SecretTypeDockerConfigJson, corev1.DockerConfigJsonKey, `{"auths":{"r":{"auth":"bm9jb2xvbg=="}}}`),
 		secret("badbase64", corev1.SecretTypeDockerConfigJson, corev1.DockerConfigJsonKey, `{"auths":{"r":{"auth":"%%%"}}}`),
 	} {
-		if _, err := keyringFromSecrets([]*corev1.Secret{bad}); err == nil || !strings.Contains(err.Error(), "ns/"+bad.Name) {
+		if _, err := KeyringFromSecrets([]*corev1.Secret{bad}); err == nil || !strings.Contains(err.Error(), "ns/"+bad.Name) {
 			t.Errorf("secret %s: %v, want an error naming it", bad.Name, err)
 		}
 	}
 }
 
 func TestCredentialsKey(t *testing.T) {
-	a := []registryCredential{{Username: "a", Password: "b"}}
-	if credentialsKey(nil) != "" || credentialsKey(a) != credentialsKey([]registryCredential{{Username: "a", Password: "b"}}) {
+	a := []RegistryCredential{{Username: "a", Password: "b"}}
+	if CredentialsKey(nil) != "" || CredentialsKey(a) != CredentialsKey([]RegistryCredential{{Username: "a", Password: "b"}}) {
 		t.Error("credentialsKey is not stable")
 	}
-	if credentialsKey(a) == credentialsKey([]registryCredential{{Username: "ab"}}) {
+	if CredentialsKey(a) == CredentialsKey([]RegistryCredential{{Username: "ab"}}) {
 		t.Error("credentialsKey confuses two credentials")
 	}
-	if k := credentialsKey(a); len(k) != 64 {
+	if k := CredentialsKey(a); len(k) != 64 {
 		t.Errorf("credentialsKey = %q, want a sha256 in hex", k)
 	}
 }

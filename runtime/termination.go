@@ -25,8 +25,9 @@ const (
 	maxFallbackLogBytes = 2048
 )
 
-// terminationLabels records where the message will be, for CreateContainer.
-func terminationLabels(labels map[string]string, c *corev1.Container, hostPath string) {
+// TerminationLabels records where the message will be, among the labels
+// the executor puts on a new container.
+func TerminationLabels(labels map[string]string, c *corev1.Container, hostPath string) {
 	if hostPath == "" {
 		return
 	}
@@ -36,8 +37,9 @@ func terminationLabels(labels map[string]string, c *corev1.Container, hostPath s
 	}
 }
 
-// terminationMessage reads the message of an exited container.
-func terminationMessage(labels map[string]string, exitCode int32) string {
+// TerminationMessage reads the message of an exited container from the
+// files its labels name.
+func TerminationMessage(labels map[string]string, exitCode int32) string {
 	msg := readHead(labels[LabelTerminationLog], maxMessageBytes)
 	if msg == "" && exitCode != 0 && labels[LabelTerminationPolicy] == string(corev1.TerminationMessageFallbackToLogsOnError) {
 		msg = logTail(labels[LabelLogPath], maxFallbackLines, maxFallbackLogBytes)

@@ -26,16 +26,16 @@ func TestTerminationMessage(t *testing.T) {
 	}
 	fallback := &corev1.Container{TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}
 	labels := map[string]string{LabelLogPath: logFile}
-	terminationLabels(labels, fallback, msgFile)
+	TerminationLabels(labels, fallback, msgFile)
 
-	if got := terminationMessage(labels, 1); len(got) != maxMessageBytes {
+	if got := TerminationMessage(labels, 1); len(got) != maxMessageBytes {
 		t.Errorf("message from the file: %d bytes, want the first %d", len(got), maxMessageBytes)
 	}
 	os.WriteFile(msgFile, nil, 0o644)
-	if got := terminationMessage(labels, 0); got != "" {
+	if got := TerminationMessage(labels, 0); got != "" {
 		t.Errorf("exit 0 with an empty file: %q, want no message", got)
 	}
-	got := terminationMessage(labels, 2)
+	got := TerminationMessage(labels, 2)
 	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
 	if len(lines) != maxFallbackLines || lines[len(lines)-1] != "partial" || !strings.HasPrefix(lines[0], "line ") {
 		t.Errorf("fallback to logs: %d lines, last %q, first %q", len(lines), lines[len(lines)-1], lines[0])
@@ -44,8 +44,8 @@ func TestTerminationMessage(t *testing.T) {
 		t.Errorf("fallback longer than %d bytes: %d", maxFallbackLogBytes, len(got))
 	}
 	plain := map[string]string{LabelLogPath: logFile}
-	terminationLabels(plain, &corev1.Container{}, msgFile)
-	if got := terminationMessage(plain, 2); got != "" {
+	TerminationLabels(plain, &corev1.Container{}, msgFile)
+	if got := TerminationMessage(plain, 2); got != "" {
 		t.Errorf("policy File with an empty file: %q, want no message", got)
 	}
 }

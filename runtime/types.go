@@ -1,8 +1,13 @@
-// Package runtime runs pods on containerd: images, sandboxes (a pause
-// container holding the pod's namespaces), containers, labels and logs.
-// This file is the vocabulary shared by the runtime, the pod plan, PLEG and
-// the status computation: what the node knows about a pod's sandboxes and
-// containers, independent of containerd's own types.
+// Package runtime is the pure half of the node's container runtime: the
+// vocabulary of pods, sandboxes and containers as the node sees them
+// (types.go), the pod plan (plan.go), the OCI specs of sandboxes and
+// containers (spec*.go), termination messages, the container and image GC
+// plans, log paths, and the DNS, hosts and environment a container gets.
+// It never talks to containerd: package runtime/containerd executes what
+// is decided here, and the status, PLEG, stats and node API depend on this
+// package alone. This file is the vocabulary shared by the executor, the
+// pod plan, PLEG and the status computation: what the node knows about a
+// pod's sandboxes and containers, independent of containerd's own types.
 package runtime
 
 import (
@@ -33,6 +38,31 @@ const (
 	LabelSandboxID    = "io.nodelet.sandbox.id"     // on containers: their sandbox
 	LabelInit         = "io.nodelet.container.init" // "true" on init containers
 )
+
+// Labels the executor keeps on containers besides the shared ones above:
+// what the pod spec named, where the logs are, and the start and exit of
+// the container's task, which outlive the task.
+const (
+	LabelImage      = "io.nodelet.image"     // the image as the pod spec names it
+	LabelImageRef   = "io.nodelet.image.ref" // the resolved image (repo digest)
+	LabelLogPath    = "io.nodelet.log.path"
+	LabelNetNSPath  = "io.nodelet.sandbox.netns"
+	LabelSandboxIP  = "io.nodelet.sandbox.ip"
+	LabelStartedAt  = "io.nodelet.started-at"  // RFC 3339, set when the task started
+	LabelFinishedAt = "io.nodelet.finished-at" // RFC 3339, set when the exit was recorded
+	LabelExitCode   = "io.nodelet.exit-code"
+	LabelOOMKilled  = "io.nodelet.oom-killed" // "true" once the OOM killer acted in the container
+)
+
+// Values of LabelKind.
+const (
+	KindSandbox   = "sandbox"
+	KindContainer = "container"
+)
+
+// LabelInteractive marks a container with stdin or a tty: its value lists
+// "stdin", "once" (stdinOnce) and "tty".
+const LabelInteractive = "io.nodelet.container.interactive"
 
 // SandboxStatus describes one sandbox (pause container) of a pod. A pod
 // normally has one; more exist briefly when a sandbox is being replaced.
@@ -99,4 +129,40 @@ func (s *PodStatus) LatestContainer(name string) *ContainerStatus {
 		}
 	}
 	return nil
+}
+
+// TaskExit is the exit of a sandbox's or container's main process.
+type TaskExit struct {
+	ContainerID string
+	ExitCode    uint32
+	ExitedAt    time.Time
+}
+
+// ContainerMetrics is one reading of the resource usage of a running
+// sandbox (pause container) or app/init container, taken from its cgroup.
+// The counters (CPU time, page faults) are cumulative since the container
+// started; the memory figures are instantaneous.
+type ContainerMetrics struct {
+	PodUID       types.UID
+	PodName      string
+	PodNamespace string
+	// Name is the container's name in the pod spec; "" for a sandbox.
+	Name    string
+	Sandbox bool
+	ID      string
+	// StartedAt is when the container's task started (a sandbox's: when
+	// it was created, which is within milliseconds of its start).
+	StartedAt time.Time
+	// Timestamp is when the shim read the cgroup.
+	Timestamp time.Time
+
+	CPUUsageNanoseconds uint64 // cumulative CPU time, all cores
+	MemoryUsageBytes    uint64 // the cgroup's memory usage (page cache included)
+	// WorkingSetBytes is usage minus the inactive file cache (v1
+	// total_inactive_file, v2 inactive_file), never negative: what the
+	// kubelet and kubectl top call the working set.
+	WorkingSetBytes uint64
+	RSSBytes        uint64 // anonymous memory (v1 total_rss, v2 anon)
+	PageFaults      uint64
+	MajorPageFaults uint64
 }
