@@ -8,7 +8,7 @@
 // One Metrics per agent owns its prometheus.Registry (no global registry,
 // nothing registered in init). The components never import this package:
 // each takes a small interface or a function field of its own (pleg.Metrics,
-// prober.Metrics, runtime.RegistryConfig.ObservePull, ...) which *Metrics
+// prober.Metrics, containerd.RegistryConfig.ObservePull, ...) which *Metrics
 // satisfies, and records nothing when it is nil. Every method is also safe
 // on a nil *Metrics.
 package kubeletmetrics

@@ -25,6 +25,7 @@ import (
 	"github.com/nodelet/nodelet/nodeapi"
 	"github.com/nodelet/nodelet/nodestatus"
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/sdnotify"
 	"github.com/nodelet/nodelet/status"
 	"github.com/nodelet/nodelet/tokens"
@@ -51,8 +52,8 @@ type Config struct {
 	RootDir    string // DefaultRootDir when empty
 
 	ContainerdAddress   string
-	ContainerdNamespace string // runtime.DefaultNamespace ("nodelet") when empty
-	// RuncRoot and StateDir: see runtime.Config (tests keep them private).
+	ContainerdNamespace string // containerd.DefaultNamespace ("nodelet") when empty
+	// RuncRoot and StateDir: see containerd.Config (tests keep them private).
 	RuncRoot, StateDir string
 	// LogRoot holds the pods' CRI logs (runtime.DefaultLogRoot when empty).
 	LogRoot string
@@ -97,7 +98,7 @@ type Config struct {
 	SystemReserved, KubeReserved corev1.ResourceList
 	// RegistryConfigDir holds containerd's hosts.toml files (mirrors,
 	// insecure registries); MaxParallelImagePulls: see
-	// runtime.RegistryConfig (0: serialized, as --serialize-image-pulls).
+	// containerd.RegistryConfig (0: serialized, as --serialize-image-pulls).
 	RegistryConfigDir     string
 	MaxParallelImagePulls int
 	// ClusterDNS are the cluster DNS IPs the pods' resolv.conf names; the
@@ -235,7 +236,7 @@ func setAgentDefaults(cfg *Config) error {
 		cfg.LockFile = filepath.Join(cfg.RootDir, "nodelet.lock")
 	}
 	if cfg.ContainerdNamespace == "" {
-		cfg.ContainerdNamespace = runtime.DefaultNamespace
+		cfg.ContainerdNamespace = containerd.DefaultNamespace
 	}
 	if cfg.PodInfraImage == "" {
 		cfg.PodInfraImage = DefaultPodInfraImage
@@ -301,7 +302,7 @@ func setImageGCDefaults(cfg *Config) error {
 
 // components are the node's parts that Run sets up before wiring.
 type components struct {
-	rt     *runtime.Containerd
+	rt     *containerd.Runtime
 	cg     cgroups.Manager
 	driver cgroups.Driver
 	net    *network.Network
@@ -322,11 +323,11 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 		return nil, fmt.Errorf("nodelet: cgroup driver: %w", err)
 	}
 	a.log.Info("cgroup driver", "driver", c.driver, "mode", cgroups.DetectMode())
-	c.rt, err = runtime.New(ctx, runtime.Config{Address: a.cfg.ContainerdAddress, Namespace: a.cfg.ContainerdNamespace,
+	c.rt, err = containerd.New(ctx, containerd.Config{Address: a.cfg.ContainerdAddress, Namespace: a.cfg.ContainerdNamespace,
 		RuncRoot: a.cfg.RuncRoot, SystemdCgroup: c.driver == cgroups.DriverSystemd,
 		StateDir: a.cfg.StateDir, LogRoot: a.cfg.LogRoot, Logs: a.containerLogs(), LogRotation: a.logRotation(),
 		OOMScoreAdjFloor: c.floor, Logger: a.log.With("component", "runtime"),
-		Registry: runtime.RegistryConfig{ConfigDir: a.cfg.RegistryConfigDir, MaxParallelPulls: a.cfg.MaxParallelImagePulls,
+		Registry: containerd.RegistryConfig{ConfigDir: a.cfg.RegistryConfigDir, MaxParallelPulls: a.cfg.MaxParallelImagePulls,
 			ObservePull: a.metrics.ObservePull}})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: connect containerd at %s: %w", a.cfg.ContainerdAddress, err)
@@ -375,7 +376,7 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 
 // importImages imports every tarball of ImageDir, then makes sure the pause
 // image is present (building it from PauseBinary if not).
-func (a *Agent) importImages(ctx context.Context, rt *runtime.Containerd) error {
+func (a *Agent) importImages(ctx context.Context, rt *containerd.Runtime) error {
 	if a.cfg.ImageDir != "" {
 		entries, err := os.ReadDir(a.cfg.ImageDir)
 		if err != nil && !os.IsNotExist(err) {
@@ -386,7 +387,7 @@ func (a *Agent) importImages(ctx context.Context, rt *runtime.Containerd) error 
 				continue
 			}
 			p := filepath.Join(a.cfg.ImageDir, e.Name())
-			refs, err := runtime.ImportArchive(rt.Namespace(ctx), rt.Client(), p, "")
+			refs, err := containerd.ImportArchive(rt.Namespace(ctx), rt.Client(), p, "")
 			if err != nil {
 				return fmt.Errorf("nodelet: %w", err)
 			}

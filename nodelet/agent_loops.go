@@ -30,6 +30,7 @@ import (
 	"github.com/nodelet/nodelet/podworkers"
 	"github.com/nodelet/nodelet/prober"
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/stats"
 	"github.com/nodelet/nodelet/status"
 )
@@ -274,7 +275,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	return w, nil
 }
 
-func runtimeVersion(ctx context.Context, rt *runtime.Containerd) string {
+func runtimeVersion(ctx context.Context, rt *containerd.Runtime) string {
 	v, err := rt.Client().Version(ctx)
 	if err != nil {
 		return "containerd://unknown"
@@ -307,7 +308,7 @@ func (a *Agent) notifySystemd(started <-chan struct{}, w *wired) func(context.Co
 // systemdReady is when the nodelet tells systemd it is ready (READY=1):
 // start-up is through (pod CIDR, CNI config, informers synced), the Node
 // object exists and containerd answers.
-func (a *Agent) systemdReady(started <-chan struct{}, rt *runtime.Containerd) func(context.Context) error {
+func (a *Agent) systemdReady(started <-chan struct{}, rt *containerd.Runtime) func(context.Context) error {
 	return func(ctx context.Context) error {
 		select {
 		case <-started:
@@ -324,7 +325,7 @@ func (a *Agent) systemdReady(started <-chan struct{}, rt *runtime.Containerd) fu
 // loopsHealthy feeds systemd's watchdog and /healthz: the PLEG relists (a
 // stuck one means the nodelet no longer sees its containers) and
 // containerd answers.
-func loopsHealthy(p *pleg.PLEG, rt *runtime.Containerd) func(context.Context) error {
+func loopsHealthy(p *pleg.PLEG, rt *containerd.Runtime) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if ok, err := p.Healthy(); !ok {
 			return fmt.Errorf("PLEG is not healthy: %w", err)
@@ -333,7 +334,7 @@ func loopsHealthy(p *pleg.PLEG, rt *runtime.Containerd) func(context.Context) er
 	}
 }
 
-func containerdAnswers(ctx context.Context, rt *runtime.Containerd) error {
+func containerdAnswers(ctx context.Context, rt *containerd.Runtime) error {
 	if _, err := rt.Client().Version(ctx); err != nil {
 		return fmt.Errorf("containerd version: %w", err)
 	}
@@ -469,7 +470,7 @@ func podByUID(w *wired, uid types.UID) *corev1.Pod {
 
 // forwardEvents turns containerd's task exits into PLEG relist hints,
 // subscribing again (after a pause) whenever the stream ends.
-func (a *Agent) forwardEvents(ctx context.Context, rt *runtime.Containerd, hints chan<- struct{}) {
+func (a *Agent) forwardEvents(ctx context.Context, rt *containerd.Runtime, hints chan<- struct{}) {
 	for ctx.Err() == nil {
 		for range rt.Events(ctx) {
 			select {
@@ -584,7 +585,7 @@ func (a *Agent) events(ctx context.Context) (record.EventRecorder, func(eventtyp
 // probeExec runs exec probes in the container through containerd; an
 // error only when the command could not run (a timeout wraps the
 // context's error, which the prober reports as a timed-out probe).
-func probeExec(rt *runtime.Containerd) prober.ExecFunc {
+func probeExec(rt *containerd.Runtime) prober.ExecFunc {
 	return func(ctx context.Context, id string, cmd []string, _ time.Duration) ([]byte, int, error) {
 		out, code, err := rt.ExecSync(ctx, id, cmd)
 		if err != nil && ctx.Err() != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/nodelet/nodelet/cgroups"
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 	"github.com/nodelet/nodelet/test/images"
 )
@@ -205,7 +206,7 @@ func TestAgentPodLifecycle(t *testing.T) {
 // containers, as containerd has them.
 func runningContainers(t *testing.T, env *agentEnv) map[string][]string {
 	t.Helper()
-	rt, err := runtime.New(context.Background(), runtime.Config{Address: env.ctdAddr})
+	rt, err := containerd.New(context.Background(), containerd.Config{Address: env.ctdAddr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +280,7 @@ func TestAgentRestart(t *testing.T) {
 func agentLeftovers(t *testing.T, env *agentEnv, all bool, pods ...*corev1.Pod) []string {
 	t.Helper()
 	var out []string
-	rt, err := runtime.New(context.Background(), runtime.Config{Address: env.ctdAddr})
+	rt, err := containerd.New(context.Background(), containerd.Config{Address: env.ctdAddr})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/nodelet/nodelet/containerlogs"
-	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 )
 
 // logRotation is the containers' log limits, upstream's defaults filled in.
@@ -23,7 +23,7 @@ func (a *Agent) logRotation() containerlogs.Rotation {
 // containerLogs is the client of the node's container logger (nil without
 // LoggerCommand: the runtime copies output itself). Made once; Run keeps
 // the logger alive through it.
-func (a *Agent) containerLogs() runtime.ContainerLogger {
+func (a *Agent) containerLogs() containerd.ContainerLogger {
 	if len(a.cfg.LoggerCommand) == 0 {
 		return nil
 	}

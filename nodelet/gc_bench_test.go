@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
-	containerd "github.com/containerd/containerd/v2/client"
+	ctrdclient "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 	"github.com/nodelet/nodelet/test/images"
 )
@@ -33,7 +34,7 @@ func BenchmarkGCIdle(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
 	addr := runtimetest.StartContainerd(b)
-	rt, err := runtime.New(ctx, runtime.Config{Address: addr, LogRoot: filepath.Join(dir, "pods"), StateDir: filepath.Join(dir, "state")})
+	rt, err := containerd.New(ctx, containerd.Config{Address: addr, LogRoot: filepath.Join(dir, "pods"), StateDir: filepath.Join(dir, "state")})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func BenchmarkGCIdle(b *testing.B) {
 
 // makeIdlePods creates n pods' sandboxes and containers (no tasks: exited
 // instances, labelled as the runtime labels them).
-func makeIdlePods(b *testing.B, rt *runtime.Containerd, n int) {
+func makeIdlePods(b *testing.B, rt *containerd.Runtime, n int) {
 	ctx := rt.Namespace(context.Background())
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	for i := range n {
@@ -97,8 +98,8 @@ func makeIdlePods(b *testing.B, rt *runtime.Containerd, n int) {
 		}
 		sb := "sb-" + uid
 		create := func(id, image string, labels map[string]string) {
-			if _, err := rt.Client().NewContainer(ctx, id, containerd.WithImageName(image),
-				containerd.WithSpec(&oci.Spec{}), containerd.WithContainerLabels(labels)); err != nil {
+			if _, err := rt.Client().NewContainer(ctx, id, ctrdclient.WithImageName(image),
+				ctrdclient.WithSpec(&oci.Spec{}), ctrdclient.WithContainerLabels(labels)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 )
 
 // imageGCTicks: the image GC runs every 30th housekeeping tick (every 5
@@ -120,7 +121,7 @@ func statfsUsage(path string) (runtime.FSUsage, error) {
 // imageFSPath is what the image GC measures: containerd's snapshotter
 // (or content) root when containerd tells it, else the nodelet's root
 // directory (usually on the same filesystem as /var/lib/containerd).
-func (a *Agent) imageFSPath(ctx context.Context, rt *runtime.Containerd) string {
+func (a *Agent) imageFSPath(ctx context.Context, rt *containerd.Runtime) string {
 	root, err := rt.ImageFSRoot(ctx)
 	if err == nil && root != "" {
 		if _, err = statfsUsage(root); err == nil {

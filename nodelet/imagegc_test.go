@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
-	containerd "github.com/containerd/containerd/v2/client"
+	ctrdclient "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/oci"
 
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 	"github.com/nodelet/nodelet/test/images"
 )
@@ -78,15 +79,15 @@ func TestImageGCContainerd(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	addr := runtimetest.StartContainerd(t)
-	rt, err := runtime.New(ctx, runtime.Config{Address: addr, LogRoot: filepath.Join(dir, "pods"), StateDir: filepath.Join(dir, "state")})
+	rt, err := containerd.New(ctx, containerd.Config{Address: addr, LogRoot: filepath.Join(dir, "pods"), StateDir: filepath.Join(dir, "state")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
 	importTestImages(t, rt, dir)
 	nsCtx := rt.Namespace(ctx)
-	if _, err := rt.Client().NewContainer(nsCtx, "uses-busybox", containerd.WithImageName(images.BusyboxRef),
-		containerd.WithSpec(&oci.Spec{})); err != nil {
+	if _, err := rt.Client().NewContainer(nsCtx, "uses-busybox", ctrdclient.WithImageName(images.BusyboxRef),
+		ctrdclient.WithSpec(&oci.Spec{})); err != nil {
 		t.Fatal(err)
 	}
 	before, err := rt.ListImages(ctx)
@@ -151,7 +152,7 @@ func TestImageGCConfig(t *testing.T) {
 	}
 }
 
-func importTestImages(t testing.TB, rt *runtime.Containerd, dir string) {
+func importTestImages(t testing.TB, rt *containerd.Runtime, dir string) {
 	t.Helper()
 	pauseBin, err := images.BuildPause(dir)
 	if err != nil {
@@ -170,7 +171,7 @@ func importTestImages(t testing.TB, rt *runtime.Containerd, dir string) {
 		t.Fatal(err)
 	}
 	for _, tar := range []string{pauseTar, busyboxTar, nginxTar} {
-		if _, err := runtime.ImportArchive(rt.Namespace(context.Background()), rt.Client(), tar, ""); err != nil {
+		if _, err := containerd.ImportArchive(rt.Namespace(context.Background()), rt.Client(), tar, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -28,7 +28,7 @@ import (
 	"github.com/nodelet/nodelet/volumes"
 )
 
-// Runtime is what the Syncer uses of *runtime.Containerd.
+// Runtime is what the Syncer uses of *containerd.Runtime.
 type Runtime interface {
 	EnsureImage(ctx context.Context, ref string, policy corev1.PullPolicy) (runtime.Image, error)
 	EnsureImageWith(ctx context.Context, ref string, opts runtime.PullOptions) (runtime.Image, runtime.PullResult, error)
@@ -187,7 +187,7 @@ func NewSyncer(cfg SyncerConfig) (*Syncer, error) {
 }
 
 // PodStatusFromList adapts a lister of every pod's status (such as
-// (*runtime.Containerd).PodStatuses) to a PodStatusFunc.
+// (*containerd.Runtime).PodStatuses) to a PodStatusFunc.
 func PodStatusFromList(list func(ctx context.Context) ([]runtime.PodStatus, error)) PodStatusFunc {
 	return func(ctx context.Context, uid types.UID) (*runtime.PodStatus, error) {
 		all, err := list(ctx)

@@ -28,6 +28,7 @@ import (
 	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/network"
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 	"github.com/nodelet/nodelet/test/images"
 	"github.com/nodelet/nodelet/volumes"
@@ -169,7 +170,7 @@ func (r *statusRecorder) last() corev1.PodStatus {
 }
 
 type node struct {
-	rt      *runtime.Containerd
+	rt      *containerd.Runtime
 	net     *network.Network
 	netDirs network.Config
 	cg      cgroups.Manager
@@ -202,7 +203,7 @@ func newNode(t *testing.T, base string) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.rt, err = runtime.New(ctx, runtime.Config{
+	n.rt, err = containerd.New(ctx, containerd.Config{
 		Address: addr, LogRoot: n.logRoot, StateDir: filepath.Join(dir, "state"),
 		RuncRoot: filepath.Join(dir, "runc"), OOMScoreAdjFloor: floor, Logger: log,
 	})
@@ -211,7 +212,7 @@ func newNode(t *testing.T, base string) *node {
 	}
 	t.Cleanup(func() { n.rt.Close() })
 	for _, tar := range []string{pauseTar, busyboxTar} {
-		if _, err := runtime.ImportArchive(n.rt.Namespace(ctx), n.rt.Client(), tar, ""); err != nil {
+		if _, err := containerd.ImportArchive(n.rt.Namespace(ctx), n.rt.Client(), tar, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

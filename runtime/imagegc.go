@@ -2,12 +2,9 @@ package runtime
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/containerd/containerd/v2/defaults"
 )
 
 // ImageGCPolicy is the image garbage collection policy (upstream kubelet's
@@ -105,29 +102,4 @@ func BytesToFree(policy ImageGCPolicy, usage FSUsage) int64 {
 		return 0
 	}
 	return usage.Capacity*int64(100-policy.LowThresholdPercent)/100 - usage.Available
-}
-
-// ImageFSRoot asks containerd where it stores images: the root of its
-// snapshotter (unpacked layers, upstream's image filesystem), else of
-// its content store. "" when containerd exports neither.
-func (c *Containerd) ImageFSRoot(ctx context.Context) (string, error) {
-	snapshotter := c.cfg.SnapshotterName
-	if snapshotter == "" {
-		snapshotter = defaults.DefaultSnapshotter
-	}
-	for _, filter := range []string{
-		"type==io.containerd.snapshotter.v1,id==" + snapshotter,
-		"type==io.containerd.content.v1,id==content",
-	} {
-		resp, err := c.client.IntrospectionService().Plugins(c.nsCtx(ctx), filter)
-		if err != nil {
-			return "", fmt.Errorf("introspect containerd plugins %s: %w", filter, err)
-		}
-		for _, p := range resp.Plugins {
-			if root := p.Exports["root"]; root != "" {
-				return root, nil
-			}
-		}
-	}
-	return "", nil
 }

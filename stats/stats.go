@@ -36,7 +36,7 @@ const (
 var errNoSample = errors.New("stats: no sample taken yet")
 
 // Runtime is what the collector needs of the container runtime: the usage
-// of every running sandbox and container. *runtime.Containerd satisfies it.
+// of every running sandbox and container. *containerd.Runtime satisfies it.
 type Runtime interface {
 	ContainerMetrics(ctx context.Context) ([]runtime.ContainerMetrics, error)
 }

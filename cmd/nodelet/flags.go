@@ -11,6 +11,7 @@ import (
 	"github.com/nodelet/nodelet/nodeapi"
 	"github.com/nodelet/nodelet/nodelet"
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 )
 
 // options are the command line's values; finish turns them into the
@@ -62,7 +63,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&cfg.NodeName, "node-name", strings.ToLower(hostname), "name of the Node object")
 	fs.StringVar(&cfg.RootDir, "root-dir", nodelet.DefaultRootDir, "nodelet state directory")
 	fs.StringVar(&cfg.ContainerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd socket (a path or unix://PATH)")
-	fs.StringVar(&cfg.ContainerdNamespace, "containerd-namespace", runtime.DefaultNamespace, "containerd namespace of the pods")
+	fs.StringVar(&cfg.ContainerdNamespace, "containerd-namespace", containerd.DefaultNamespace, "containerd namespace of the pods")
 	fs.StringVar(&o.cniBinDirs, "cni-bin-dir", strings.Join(network.DefaultBinDirs, ":"), "colon-separated CNI plugin directories")
 	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", network.DefaultConfDir, "CNI configuration directory")
 	fs.StringVar(&cfg.BridgeName, "bridge-name", "", "Linux bridge of the generated CNI config (default "+network.DefaultBridgeName+")")
@@ -93,7 +94,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&cfg.ClientCAFile, "client-ca-file", "", "CA bundle that callers' client certificates must chain to (default: the kubeconfig's CA)")
 	fs.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", "127.0.0.1", "IP address of the /healthz endpoint")
 	fs.IntVar(&o.healthzPort, "healthz-port", nodelet.DefaultHealthzPort, "port of the /healthz endpoint (plain HTTP); 0 disables it")
-	fs.StringVar(&cfg.RegistryConfigDir, "registry-config-dir", runtime.DefaultRegistryConfigDir, "containerd-style registry host configuration (<dir>/<host>/hosts.toml): mirrors, insecure registries")
+	fs.StringVar(&cfg.RegistryConfigDir, "registry-config-dir", containerd.DefaultRegistryConfigDir, "containerd-style registry host configuration (<dir>/<host>/hosts.toml): mirrors, insecure registries")
 	fs.BoolVar(&o.serializePulls, "serialize-image-pulls", true, "pull one image at a time")
 	fs.IntVar(&o.maxPulls, "max-parallel-image-pulls", 0, "at most this many pulls at once with --serialize-image-pulls=false (0: no limit)")
 	fs.IntVar(&cfg.MaximumDeadContainersPerContainer, "maximum-dead-containers-per-container", 1, "dead instances kept per container (the latest one of a live pod always stays)")

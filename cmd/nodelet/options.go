@@ -130,7 +130,7 @@ func (o *options) checks() []check {
 	}
 }
 
-// parallelPulls is runtime.RegistryConfig's MaxParallelPulls from the
+// parallelPulls is containerd.RegistryConfig's MaxParallelPulls from the
 // two pull flags, as kubelet's: a limit needs serializeImagePulls off.
 func (o *options) parallelPulls() (int, error) {
 	switch {

@@ -33,11 +33,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	containerd "github.com/containerd/containerd/v2/client"
+	ctrdclient "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 
 	"github.com/nodelet/nodelet/hosttools"
-	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 	"github.com/nodelet/nodelet/test/images"
 )
@@ -457,14 +457,14 @@ func importUpstreamImages(b testing.TB, addr, dir string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	client, err := containerd.New(addr, containerd.WithTimeout(10*time.Second))
+	client, err := ctrdclient.New(addr, ctrdclient.WithTimeout(10*time.Second))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer client.Close()
 	ctx := namespaces.WithNamespace(context.Background(), "k8s.io")
 	for _, archive := range []string{busybox, pause} {
-		if _, err := runtime.ImportArchive(ctx, client, archive, "overlayfs"); err != nil {
+		if _, err := containerd.ImportArchive(ctx, client, archive, "overlayfs"); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodelet/nodelet/nodelet"
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 )
 
 func main() {
@@ -25,7 +26,7 @@ func main() {
 	}
 	ref, err := runtime.NormalizeImageRef(nodelet.DefaultPodInfraImage)
 	if err == nil {
-		err = runtime.WritePauseArchive(*out, *bin, ref)
+		err = containerd.WritePauseArchive(*out, *bin, ref)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pauseimage:", err)

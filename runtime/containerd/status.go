@@ -1,4 +1,4 @@
-package runtime
+package containerd
 
 // What the runtime knows about pods, read from containerd: containers by
 // label, tasks in one list call. An exited container's task is "reaped":
@@ -18,17 +18,19 @@ import (
 	apievents "github.com/containerd/containerd/api/events"
 	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
 	tasktypes "github.com/containerd/containerd/api/types/task"
-	containerd "github.com/containerd/containerd/v2/client"
+	ctrdclient "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/errdefs/pkg/errgrpc"
 	"github.com/containerd/typeurl/v2"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/runtime"
 )
 
 // reap records the exit of a stopped task in the container's labels and
 // deletes the task. A task already gone is success.
-func (c *Containerd) reap(ctx context.Context, cont containerd.Container, task containerd.Task) error {
+func (c *Runtime) reap(ctx context.Context, cont ctrdclient.Container, task ctrdclient.Task) error {
 	st, err := task.Status(ctx)
 	if errdefs.IsNotFound(err) {
 		return nil
@@ -36,25 +38,25 @@ func (c *Containerd) reap(ctx context.Context, cont containerd.Container, task c
 	if err != nil {
 		return fmt.Errorf("task status: %w", err)
 	}
-	if st.Status == containerd.Stopped {
+	if st.Status == ctrdclient.Stopped {
 		if err := c.recordExit(ctx, cont, st.ExitStatus, st.ExitTime); err != nil {
 			return err
 		}
 	}
-	if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+	if _, err := task.Delete(ctx, ctrdclient.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete task: %w", err)
 	}
 	c.closeLog(cont.ID())
 	return nil
 }
 
-func (c *Containerd) recordExit(ctx context.Context, cont containerd.Container, code uint32, at time.Time) error {
+func (c *Runtime) recordExit(ctx context.Context, cont ctrdclient.Container, code uint32, at time.Time) error {
 	if at.IsZero() {
 		at = time.Now()
 	}
 	_, err := cont.SetLabels(ctx, map[string]string{
-		LabelExitCode:   strconv.FormatUint(uint64(code), 10),
-		LabelFinishedAt: at.UTC().Format(time.RFC3339Nano),
+		runtime.LabelExitCode:   strconv.FormatUint(uint64(code), 10),
+		runtime.LabelFinishedAt: at.UTC().Format(time.RFC3339Nano),
 	})
 	if err != nil {
 		return fmt.Errorf("record exit: %w", err)
@@ -72,9 +74,9 @@ type taskInfo struct {
 // PodStatuses lists every sandbox and container of the namespace by their
 // labels and reports them per pod. Exited app/init container tasks are
 // reaped on the way (see the file comment).
-func (c *Containerd) PodStatuses(ctx context.Context) ([]PodStatus, error) {
+func (c *Runtime) PodStatuses(ctx context.Context) ([]runtime.PodStatus, error) {
 	ctx = c.nsCtx(ctx)
-	list, err := c.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", LabelPodUID))
+	list, err := c.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", runtime.LabelPodUID))
 	if err != nil {
 		return nil, fmt.Errorf("pod statuses: list containers: %w", err)
 	}
@@ -87,17 +89,17 @@ func (c *Containerd) PodStatuses(ctx context.Context) ([]PodStatus, error) {
 
 // assemble groups containers and their tasks into pod statuses, reaping
 // exited app/init container tasks on the way.
-func (c *Containerd) assemble(ctx context.Context, list []containers.Container, tasks map[string]taskInfo) []PodStatus {
-	pods := map[types.UID]*PodStatus{}
+func (c *Runtime) assemble(ctx context.Context, list []containers.Container, tasks map[string]taskInfo) []runtime.PodStatus {
+	pods := map[types.UID]*runtime.PodStatus{}
 	for _, ct := range list {
-		uid := types.UID(ct.Labels[LabelPodUID])
+		uid := types.UID(ct.Labels[runtime.LabelPodUID])
 		p := pods[uid]
 		if p == nil {
-			p = &PodStatus{UID: uid, Name: ct.Labels[LabelPodName], Namespace: ct.Labels[LabelPodNamespace]}
+			p = &runtime.PodStatus{UID: uid, Name: ct.Labels[runtime.LabelPodName], Namespace: ct.Labels[runtime.LabelPodNamespace]}
 			pods[uid] = p
 		}
 		t, hasTask := tasks[ct.ID]
-		if ct.Labels[LabelKind] == KindSandbox {
+		if ct.Labels[runtime.LabelKind] == runtime.KindSandbox {
 			p.Sandboxes = append(p.Sandboxes, sandboxStatus(ct, t, hasTask))
 			continue
 		}
@@ -111,7 +113,7 @@ func (c *Containerd) assemble(ctx context.Context, list []containers.Container, 
 		}
 		p.Containers = append(p.Containers, containerStatus(ct, t, hasTask))
 	}
-	out := make([]PodStatus, 0, len(pods))
+	out := make([]runtime.PodStatus, 0, len(pods))
 	for _, p := range pods {
 		sortStatuses(p)
 		out = append(out, *p)
@@ -120,7 +122,7 @@ func (c *Containerd) assemble(ctx context.Context, list []containers.Container, 
 	return out
 }
 
-func (c *Containerd) listTasks(ctx context.Context) (map[string]taskInfo, error) {
+func (c *Runtime) listTasks(ctx context.Context) (map[string]taskInfo, error) {
 	resp, err := c.client.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", errgrpc.ToNative(err))
@@ -136,7 +138,7 @@ func (c *Containerd) listTasks(ctx context.Context) (map[string]taskInfo, error)
 	return out, nil
 }
 
-func (c *Containerd) reapByID(ctx context.Context, id string) error {
+func (c *Runtime) reapByID(ctx context.Context, id string) error {
 	cont, err := c.client.LoadContainer(ctx, id)
 	if err != nil {
 		return err
@@ -151,7 +153,7 @@ func (c *Containerd) reapByID(ctx context.Context, id string) error {
 	return c.reap(ctx, cont, task)
 }
 
-func (c *Containerd) labels(ctx context.Context, id string) (map[string]string, error) {
+func (c *Runtime) labels(ctx context.Context, id string) (map[string]string, error) {
 	ct, err := c.client.ContainerService().Get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -160,7 +162,7 @@ func (c *Containerd) labels(ctx context.Context, id string) (map[string]string, 
 }
 
 func attemptOf(labels map[string]string) uint32 {
-	n, _ := strconv.ParseUint(labels[LabelAttempt], 10, 32)
+	n, _ := strconv.ParseUint(labels[runtime.LabelAttempt], 10, 32)
 	return uint32(n)
 }
 
@@ -169,14 +171,14 @@ func timeLabel(labels map[string]string, key string) time.Time {
 	return t
 }
 
-func sandboxStatus(ct containers.Container, t taskInfo, hasTask bool) SandboxStatus {
-	s := SandboxStatus{
+func sandboxStatus(ct containers.Container, t taskInfo, hasTask bool) runtime.SandboxStatus {
+	s := runtime.SandboxStatus{
 		ID:        ct.ID,
 		Attempt:   attemptOf(ct.Labels),
-		State:     StateExited,
+		State:     runtime.StateExited,
 		CreatedAt: ct.CreatedAt,
-		IP:        ct.Labels[LabelSandboxIP],
-		NetNSPath: ct.Labels[LabelNetNSPath],
+		IP:        ct.Labels[runtime.LabelSandboxIP],
+		NetNSPath: ct.Labels[runtime.LabelNetNSPath],
 	}
 	if hasTask {
 		s.State = taskState(t.status)
@@ -186,45 +188,45 @@ func sandboxStatus(ct containers.Container, t taskInfo, hasTask bool) SandboxSta
 
 // containerStatus derives a container's state from its task when it has
 // one, else from the labels recorded at start and exit.
-func containerStatus(ct containers.Container, t taskInfo, hasTask bool) ContainerStatus {
+func containerStatus(ct containers.Container, t taskInfo, hasTask bool) runtime.ContainerStatus {
 	l := ct.Labels
-	s := ContainerStatus{
+	s := runtime.ContainerStatus{
 		ID:        ct.ID,
-		Name:      l[LabelContainer],
-		Init:      l[LabelInit] == "true",
+		Name:      l[runtime.LabelContainer],
+		Init:      l[runtime.LabelInit] == "true",
 		Attempt:   attemptOf(l),
-		SandboxID: l[LabelSandboxID],
+		SandboxID: l[runtime.LabelSandboxID],
 		CreatedAt: ct.CreatedAt,
-		StartedAt: timeLabel(l, LabelStartedAt),
-		Image:     l[LabelImage],
-		ImageRef:  l[LabelImageRef],
-		LogPath:   l[LabelLogPath],
+		StartedAt: timeLabel(l, runtime.LabelStartedAt),
+		Image:     l[runtime.LabelImage],
+		ImageRef:  l[runtime.LabelImageRef],
+		LogPath:   l[runtime.LabelLogPath],
 	}
 	switch {
 	case hasTask && t.status == tasktypes.Status_STOPPED:
-		s.State, s.FinishedAt = StateExited, t.exitedAt
+		s.State, s.FinishedAt = runtime.StateExited, t.exitedAt
 		setExit(&s, int32(t.exitCode))
 	case hasTask:
 		s.State = taskState(t.status)
-	case l[LabelExitCode] != "":
-		code, _ := strconv.ParseInt(l[LabelExitCode], 10, 32)
-		s.State, s.FinishedAt = StateExited, timeLabel(l, LabelFinishedAt)
+	case l[runtime.LabelExitCode] != "":
+		code, _ := strconv.ParseInt(l[runtime.LabelExitCode], 10, 32)
+		s.State, s.FinishedAt = runtime.StateExited, timeLabel(l, runtime.LabelFinishedAt)
 		setExit(&s, int32(code))
-	case l[LabelStartedAt] == "":
-		s.State = StateCreated // task never created or lost before start
+	case l[runtime.LabelStartedAt] == "":
+		s.State = runtime.StateCreated // task never created or lost before start
 	default:
-		s.State, s.Reason = StateUnknown, "TaskLost" // started, no task, no exit record
+		s.State, s.Reason = runtime.StateUnknown, "TaskLost" // started, no task, no exit record
 	}
-	if s.State == StateExited {
-		if l[LabelOOMKilled] == "true" {
+	if s.State == runtime.StateExited {
+		if l[runtime.LabelOOMKilled] == "true" {
 			s.Reason = "OOMKilled"
 		}
-		s.Message = TerminationMessage(l, s.ExitCode)
+		s.Message = runtime.TerminationMessage(l, s.ExitCode)
 	}
 	return s
 }
 
-func setExit(s *ContainerStatus, code int32) {
+func setExit(s *runtime.ContainerStatus, code int32) {
 	s.ExitCode = code
 	s.Reason = "Completed"
 	if code != 0 {
@@ -232,21 +234,21 @@ func setExit(s *ContainerStatus, code int32) {
 	}
 }
 
-func taskState(st tasktypes.Status) State {
+func taskState(st tasktypes.Status) runtime.State {
 	switch st {
 	case tasktypes.Status_CREATED:
-		return StateCreated
+		return runtime.StateCreated
 	case tasktypes.Status_RUNNING, tasktypes.Status_PAUSED, tasktypes.Status_PAUSING:
-		return StateRunning
+		return runtime.StateRunning
 	case tasktypes.Status_STOPPED:
-		return StateExited
+		return runtime.StateExited
 	}
-	return StateUnknown
+	return runtime.StateUnknown
 }
 
 // sortStatuses orders sandboxes and containers newest first (by creation,
 // then attempt), containers grouped by name.
-func sortStatuses(p *PodStatus) {
+func sortStatuses(p *runtime.PodStatus) {
 	sort.SliceStable(p.Sandboxes, func(i, j int) bool {
 		a, b := p.Sandboxes[i], p.Sandboxes[j]
 		if !a.CreatedAt.Equal(b.CreatedAt) {
@@ -274,8 +276,8 @@ const eventBuffer = 128
 // or the subscription fails; then the channel is closed and the caller
 // subscribes again (relisting in between). A reader that falls behind
 // loses exits rather than blocking containerd's event stream.
-func (c *Containerd) Events(ctx context.Context) <-chan TaskExit {
-	out := make(chan TaskExit, eventBuffer)
+func (c *Runtime) Events(ctx context.Context) <-chan runtime.TaskExit {
+	out := make(chan runtime.TaskExit, eventBuffer)
 	envs, errs := c.client.Subscribe(ctx,
 		fmt.Sprintf(`topic=="/tasks/exit",namespace==%q`, c.cfg.Namespace),
 		fmt.Sprintf(`topic=="/tasks/oom",namespace==%q`, c.cfg.Namespace))
@@ -329,13 +331,13 @@ func taskOOM(ev typeurl.Any) (string, bool) {
 // recordOOM marks the container as OOM-killed (LabelOOMKilled), so that
 // its exit reads OOMKilled now and after a restart of the nodelet. An
 // OOM kill that happens while no nodelet listens is not seen.
-func (c *Containerd) recordOOM(ctx context.Context, id string) {
+func (c *Runtime) recordOOM(ctx context.Context, id string) {
 	ctx = c.nsCtx(ctx)
 	cont, err := c.client.LoadContainer(ctx, id)
 	if err != nil {
 		return // gone already, or not ours
 	}
-	if _, err := cont.SetLabels(ctx, map[string]string{LabelOOMKilled: "true"}); err != nil {
+	if _, err := cont.SetLabels(ctx, map[string]string{runtime.LabelOOMKilled: "true"}); err != nil {
 		c.log.Warn("record OOM kill", "container", id, "err", err)
 		return
 	}
@@ -344,19 +346,19 @@ func (c *Containerd) recordOOM(ctx context.Context, id string) {
 
 // taskExit decodes a /tasks/exit event of a container's main process
 // (exits of exec'd processes are ignored).
-func taskExit(ev typeurl.Any) (TaskExit, bool) {
+func taskExit(ev typeurl.Any) (runtime.TaskExit, bool) {
 	if ev == nil {
-		return TaskExit{}, false
+		return runtime.TaskExit{}, false
 	}
 	v, err := typeurl.UnmarshalAny(ev)
 	if err != nil {
-		return TaskExit{}, false
+		return runtime.TaskExit{}, false
 	}
 	e, ok := v.(*apievents.TaskExit)
 	if !ok || (e.ID != "" && e.ID != e.ContainerID) {
-		return TaskExit{}, false
+		return runtime.TaskExit{}, false
 	}
-	out := TaskExit{ContainerID: e.ContainerID, ExitCode: e.ExitStatus}
+	out := runtime.TaskExit{ContainerID: e.ContainerID, ExitCode: e.ExitStatus}
 	if e.ExitedAt != nil {
 		out.ExitedAt = e.ExitedAt.AsTime()
 	}

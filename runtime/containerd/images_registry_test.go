@@ -1,4 +1,4 @@
-package runtime_test
+package containerd_test
 
 // Real pulls from Debian's docker-registry on loopback: credentials from
 // image pull secrets, localhost over plain HTTP, and the pull policies.
@@ -19,18 +19,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 )
 
 // newPullRuntime connects a runtime to the containerd at addr in a
 // namespace of its own; at cleanup its images go (with a synchronous
 // garbage collection, so that the next pull fetches the blobs again).
-func newPullRuntime(t *testing.T, addr string, cfg runtime.Config) *runtime.Containerd {
+func newPullRuntime(t *testing.T, addr string, cfg containerd.Config) *containerd.Runtime {
 	t.Helper()
 	b := make([]byte, 4)
 	rand.Read(b)
 	cfg.Address, cfg.Namespace = addr, "pull-"+hex.EncodeToString(b)
-	rt, err := runtime.New(context.Background(), cfg)
+	rt, err := containerd.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func newPullRuntime(t *testing.T, addr string, cfg runtime.Config) *runtime.Cont
 }
 
 // removeImages deletes every image of the runtime's namespace.
-func removeImages(t *testing.T, rt *runtime.Containerd) {
+func removeImages(t *testing.T, rt *containerd.Runtime) {
 	t.Helper()
 	ctx := rt.Namespace(context.Background())
 	is := rt.Client().ImageService()
@@ -95,7 +96,7 @@ func dockercfg(t *testing.T, name, loc, user, password string) *corev1.Secret {
 
 // checkPulled checks a successful pull of ref: a pull happened, the image
 // is described and unpacked in containerd.
-func checkPulled(t *testing.T, rt *runtime.Containerd, img runtime.Image, res runtime.PullResult, ref string) {
+func checkPulled(t *testing.T, rt *containerd.Runtime, img runtime.Image, res runtime.PullResult, ref string) {
 	t.Helper()
 	if !res.Pulled || res.Duration <= 0 || res.WithWaiting < res.Duration {
 		t.Errorf("pull result = %+v, want a pull", res)
@@ -165,7 +166,7 @@ func TestPullWithPullSecrets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rt := newPullRuntime(t, addr, runtime.Config{})
+			rt := newPullRuntime(t, addr, containerd.Config{})
 			img, res, err := rt.EnsureImageWith(context.Background(), ref, runtime.PullOptions{Policy: corev1.PullIfNotPresent, Secrets: tt.secrets})
 			if tt.wantErr != "" {
 				wantPullError(t, err, tt.wantErr)
@@ -195,7 +196,7 @@ func TestPullPolicies(t *testing.T) {
 	src := newImageSource(t)
 	src.push(t, reg, "library/busybox:1.36")
 	ref := proxy.Host + "/library/busybox:1.36"
-	rt := newPullRuntime(t, addr, runtime.Config{})
+	rt := newPullRuntime(t, addr, containerd.Config{})
 	ctx := context.Background()
 	ensure := func(policy corev1.PullPolicy) (runtime.Image, runtime.PullResult) {
 		t.Helper()
@@ -267,7 +268,7 @@ func TestPullWithBearerToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rt := newPullRuntime(t, addr, runtime.Config{})
+			rt := newPullRuntime(t, addr, containerd.Config{})
 			var secrets []*corev1.Secret
 			if tt.password != "" {
 				secrets = append(secrets, dockerConfigJSON(t, "token", map[string][2]string{proxy.Host: {"robot", tt.password}}))

@@ -1,4 +1,4 @@
-package runtime_test
+package containerd_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/test/images"
 )
 
@@ -21,7 +22,7 @@ func TestStopSignalFromImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runtime.ImportArchive(f.rt.Namespace(ctx), f.rt.Client(), tar, ""); err != nil {
+	if _, err := containerd.ImportArchive(f.rt.Namespace(ctx), f.rt.Client(), tar, ""); err != nil {
 		t.Fatal(err)
 	}
 	nginx, err := f.rt.EnsureImage(ctx, images.NginxRef, corev1.PullNever)

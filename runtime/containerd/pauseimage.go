@@ -1,4 +1,4 @@
-package runtime
+package containerd
 
 // The pause image: no registry is needed, the nodelet builds it from a
 // static pause binary (cmd/pause) as a one-layer OCI archive and imports it
@@ -21,6 +21,8 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/nodelet/nodelet/runtime"
 )
 
 // annotationImageName is containerd's annotation naming an image in an
@@ -157,9 +159,9 @@ func writeArchiveFile(file string, files []tarFile) error {
 
 // EnsurePauseImage imports the pause image ref, built from binPath in
 // workDir, unless containerd already has it.
-func (c *Containerd) EnsurePauseImage(ctx context.Context, ref, binPath, workDir string) error {
+func (c *Runtime) EnsurePauseImage(ctx context.Context, ref, binPath, workDir string) error {
 	ctx = c.nsCtx(ctx)
-	name, err := NormalizeImageRef(ref)
+	name, err := runtime.NormalizeImageRef(ref)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,11 @@
-package runtime
+package containerd
 
 import (
 	"context"
 	"fmt"
 	"time"
 
-	containerd "github.com/containerd/containerd/v2/client"
+	ctrdclient "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 )
 
@@ -15,11 +15,11 @@ const DefaultNamespace = "nodelet"
 
 // Connect dials containerd at address and checks that it answers. The
 // returned context carries the containerd namespace every call must use.
-func Connect(ctx context.Context, address, namespace string) (*containerd.Client, context.Context, error) {
+func Connect(ctx context.Context, address, namespace string) (*ctrdclient.Client, context.Context, error) {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
-	client, err := containerd.New(address, containerd.WithTimeout(10*time.Second))
+	client, err := ctrdclient.New(address, ctrdclient.WithTimeout(10*time.Second))
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to containerd at %s: %w", address, err)
 	}

@@ -1,4 +1,4 @@
-package runtime
+package containerd
 
 // Container logs are CRI log files (package containerlogs) that kubectl
 // logs reads through the nodelet. Who writes them:
@@ -14,7 +14,7 @@ package runtime
 //     reattach.
 //
 // Interactive containers (stdin or a tty) are always served by this
-// process: see containerd_attach.go.
+// process: see attach.go.
 
 import (
 	"context"
@@ -38,7 +38,7 @@ type ContainerLogger interface {
 
 // logCreator returns the IO of a container's task: FIFOs the node's
 // logger reads, or FIFOs copied by this process into the log file.
-func (c *Containerd) logCreator(ctx context.Context, id, logPath string) (cio.Creator, *pipeLog, error) {
+func (c *Runtime) logCreator(ctx context.Context, id, logPath string) (cio.Creator, *pipeLog, error) {
 	if c.cfg.Logs != nil {
 		stdout, stderr, err := c.cfg.Logs.Add(ctx, id, logPath)
 		if err != nil {
@@ -99,7 +99,7 @@ func (p *pipeLog) Close() error {
 	return p.file.Close()
 }
 
-func (c *Containerd) closeLog(id string) {
+func (c *Runtime) closeLog(id string) {
 	c.mu.Lock()
 	cl := c.closers[id]
 	delete(c.closers, id)
@@ -113,7 +113,7 @@ func (c *Containerd) closeLog(id string) {
 // removeLogger ends the node logger's registration of a container being
 // removed (its output ended with its task; this only frees a registration
 // whose task never started).
-func (c *Containerd) removeLogger(ctx context.Context, id string) {
+func (c *Runtime) removeLogger(ctx context.Context, id string) {
 	if c.cfg.Logs == nil {
 		return
 	}

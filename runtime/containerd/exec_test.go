@@ -1,4 +1,4 @@
-package runtime_test
+package containerd_test
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 )
 
 // writeBuffer is an io.WriteCloser recording what was written and whether
@@ -258,7 +259,7 @@ func TestExecNotRunning(t *testing.T) {
 
 // forward runs PortForward on one end of a pipe and returns the other end
 // and PortForward's result.
-func forward(ctx context.Context, rt *runtime.Containerd, uid types.UID, port int32) (net.Conn, <-chan error) {
+func forward(ctx context.Context, rt *containerd.Runtime, uid types.UID, port int32) (net.Conn, <-chan error) {
 	client, server := net.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- rt.PortForward(ctx, uid, port, server) }()
@@ -279,7 +280,7 @@ func waitResult(t *testing.T, done <-chan error) error {
 
 // echoOnce sends msg through a forward to the echo server and reads it
 // back.
-func echoOnce(ctx context.Context, rt *runtime.Containerd, uid types.UID) error {
+func echoOnce(ctx context.Context, rt *containerd.Runtime, uid types.UID) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	client, done := forward(ctx, rt, uid, 8080)
@@ -363,7 +364,7 @@ func TestPortForward(t *testing.T) {
 
 // killTask kills a task's process and waits for its exit, leaving the
 // task in containerd.
-func killTask(t *testing.T, rt *runtime.Containerd, id string) {
+func killTask(t *testing.T, rt *containerd.Runtime, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(rt.Namespace(context.Background()), 20*time.Second)
 	defer cancel()
@@ -472,7 +473,7 @@ func tcpPair(t *testing.T) (client, server net.Conn) {
 // testForwardHalfClose forwards a TCP connection (which can half-close):
 // the client's end of input reaches cat, whose exit ends the server's
 // output, which the client sees as the end of the echo.
-func testForwardHalfClose(t *testing.T, ctx context.Context, rt *runtime.Containerd, uid types.UID) {
+func testForwardHalfClose(t *testing.T, ctx context.Context, rt *containerd.Runtime, uid types.UID) {
 	client, server := tcpPair(t)
 	done := make(chan error, 1)
 	go func() { done <- rt.PortForward(ctx, uid, 8080, server) }()

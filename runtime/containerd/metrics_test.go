@@ -1,4 +1,4 @@
-package runtime_test
+package containerd_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 )
 
 // TestContainerMetrics runs a sandbox and a busybox container that burns
@@ -71,7 +72,7 @@ func TestContainerMetrics(t *testing.T) {
 	assertNothingLeft(t, f.rt)
 }
 
-func metricsByID(t *testing.T, rt *runtime.Containerd) map[string]runtime.ContainerMetrics {
+func metricsByID(t *testing.T, rt *containerd.Runtime) map[string]runtime.ContainerMetrics {
 	t.Helper()
 	list, err := rt.ContainerMetrics(context.Background())
 	if err != nil {

@@ -1,4 +1,4 @@
-package runtime_test
+package containerd_test
 
 // Fixtures of the pull tests: Debian's docker-registry on loopback (with
 // htpasswd auth or without), a recording reverse proxy in front of it, and

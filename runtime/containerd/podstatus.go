@@ -1,4 +1,4 @@
-package runtime
+package containerd
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/containerd/errdefs/pkg/errgrpc"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/runtime"
 )
 
 // PodStatus reads one pod's sandboxes and containers: a container list
@@ -15,9 +17,9 @@ import (
 // its cost does not grow with the pods on the node (PodStatuses asks every
 // shim for its state). A pod the runtime does not know has an empty
 // status. Exited container tasks are reaped as in PodStatuses.
-func (c *Containerd) PodStatus(ctx context.Context, uid types.UID) (*PodStatus, error) {
+func (c *Runtime) PodStatus(ctx context.Context, uid types.UID) (*runtime.PodStatus, error) {
 	ctx = c.nsCtx(ctx)
-	list, err := c.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q==%s", LabelPodUID, uid))
+	list, err := c.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q==%s", runtime.LabelPodUID, uid))
 	if err != nil {
 		return nil, fmt.Errorf("status of pod %s: list containers: %w", uid, err)
 	}
@@ -43,5 +45,5 @@ func (c *Containerd) PodStatus(ctx context.Context, uid types.UID) (*PodStatus, 
 			return &p, nil
 		}
 	}
-	return &PodStatus{UID: uid}, nil
+	return &runtime.PodStatus{UID: uid}, nil
 }

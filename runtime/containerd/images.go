@@ -1,4 +1,4 @@
-package runtime
+package containerd
 
 // Images: import of local archives (pause image, air-gapped nodes), pulls
 // per imagePullPolicy, and the image configuration a container spec needs.
@@ -11,17 +11,19 @@ import (
 	"strings"
 	"time"
 
-	containerd "github.com/containerd/containerd/v2/client"
+	ctrdclient "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
 	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/runtime"
 )
 
 // ImportArchive imports an image archive (OCI or docker format) into the
 // client's namespace (carried by ctx) and unpacks every imported image with
 // the snapshotter ("" is the default). It returns the imported names.
-func ImportArchive(ctx context.Context, client *containerd.Client, path, snapshotter string) ([]string, error) {
+func ImportArchive(ctx context.Context, client *ctrdclient.Client, path, snapshotter string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("import image archive %s: %w", path, err)
@@ -33,7 +35,7 @@ func ImportArchive(ctx context.Context, client *containerd.Client, path, snapsho
 	}
 	refs := make([]string, 0, len(imgs))
 	for _, img := range imgs {
-		if err := containerd.NewImage(client, img).Unpack(ctx, snapshotter); err != nil {
+		if err := ctrdclient.NewImage(client, img).Unpack(ctx, snapshotter); err != nil {
 			return nil, fmt.Errorf("unpack image %s from %s: %w", img.Name, path, err)
 		}
 		refs = append(refs, img.Name)
@@ -42,8 +44,8 @@ func ImportArchive(ctx context.Context, client *containerd.Client, path, snapsho
 }
 
 // EnsureImage is EnsureImageWith without pull secrets.
-func (c *Containerd) EnsureImage(ctx context.Context, ref string, policy corev1.PullPolicy) (Image, error) {
-	img, _, err := c.EnsureImageWith(ctx, ref, PullOptions{Policy: policy})
+func (c *Runtime) EnsureImage(ctx context.Context, ref string, policy corev1.PullPolicy) (runtime.Image, error) {
+	img, _, err := c.EnsureImageWith(ctx, ref, runtime.PullOptions{Policy: policy})
 	return img, err
 }
 
@@ -54,27 +56,27 @@ func (c *Containerd) EnsureImage(ctx context.Context, ref string, policy corev1.
 // ErrImageNeverPull. Pulls wait for a slot (RegistryConfig.
 // MaxParallelPulls); callers pulling the same image with the same
 // credentials at once share one pull.
-func (c *Containerd) EnsureImageWith(ctx context.Context, ref string, opts PullOptions) (Image, PullResult, error) {
+func (c *Runtime) EnsureImageWith(ctx context.Context, ref string, opts runtime.PullOptions) (runtime.Image, runtime.PullResult, error) {
 	start := time.Now()
 	ctx = c.nsCtx(ctx)
-	name, err := NormalizeImageRef(ref)
+	name, err := runtime.NormalizeImageRef(ref)
 	if err != nil {
-		return Image{}, PullResult{}, err
+		return runtime.Image{}, runtime.PullResult{}, err
 	}
-	var img containerd.Image
+	var img ctrdclient.Image
 	if opts.Policy != corev1.PullAlways {
 		img, err = c.client.GetImage(ctx, name)
 		switch {
 		case errdefs.IsNotFound(err) && opts.Policy == corev1.PullNever:
-			return Image{}, PullResult{}, fmt.Errorf("image %s: %w", name, ErrImageNeverPull)
+			return runtime.Image{}, runtime.PullResult{}, fmt.Errorf("image %s: %w", name, runtime.ErrImageNeverPull)
 		case err != nil && !errdefs.IsNotFound(err):
-			return Image{}, PullResult{}, fmt.Errorf("look up image %s: %w", name, err)
+			return runtime.Image{}, runtime.PullResult{}, fmt.Errorf("look up image %s: %w", name, err)
 		}
 	}
-	var res PullResult
+	var res runtime.PullResult
 	if img == nil {
 		if img, res.Duration, err = c.pullImage(ctx, name, opts.Secrets); err != nil {
-			return Image{}, PullResult{}, err
+			return runtime.Image{}, runtime.PullResult{}, err
 		}
 		res.Pulled = true
 	}
@@ -88,21 +90,21 @@ func (c *Containerd) EnsureImageWith(ctx context.Context, ref string, opts PullO
 
 // pullImage pulls name through the pull queue with the credentials of the
 // secrets that match it.
-func (c *Containerd) pullImage(ctx context.Context, name string, secrets []*corev1.Secret) (containerd.Image, time.Duration, error) {
-	kr, err := KeyringFromSecrets(secrets)
+func (c *Runtime) pullImage(ctx context.Context, name string, secrets []*corev1.Secret) (ctrdclient.Image, time.Duration, error) {
+	kr, err := runtime.KeyringFromSecrets(secrets)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: pull %s: %w", ErrImagePull, name, err)
+		return nil, 0, fmt.Errorf("%w: pull %s: %w", runtime.ErrImagePull, name, err)
 	}
 	named, err := reference.ParseNormalizedNamed(name)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %q: %v", ErrInvalidImageName, name, err)
+		return nil, 0, fmt.Errorf("%w: %q: %v", runtime.ErrInvalidImageName, name, err)
 	}
 	creds, _ := kr.Lookup(reference.TrimNamed(named).String())
-	img, took, err := c.pulls.do(ctx, name+"\x00"+CredentialsKey(creds), func(ctx context.Context) (containerd.Image, error) {
+	img, took, err := c.pulls.do(ctx, name+"\x00"+runtime.CredentialsKey(creds), func(ctx context.Context) (ctrdclient.Image, error) {
 		return c.pullWithCredentials(ctx, name, creds)
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: pull %s: %w", ErrImagePull, name, err)
+		return nil, 0, fmt.Errorf("%w: pull %s: %w", runtime.ErrImagePull, name, err)
 	}
 	c.log.Debug("pulled image", "image", name, "took", took)
 	return img, took, nil
@@ -110,8 +112,8 @@ func (c *Containerd) pullImage(ctx context.Context, name string, secrets []*core
 
 // ImagePresent tells whether the image is in containerd's store (so that
 // IfNotPresent will not pull it).
-func (c *Containerd) ImagePresent(ctx context.Context, ref string) bool {
-	name, err := NormalizeImageRef(ref)
+func (c *Runtime) ImagePresent(ctx context.Context, ref string) bool {
+	name, err := runtime.NormalizeImageRef(ref)
 	if err != nil {
 		return false
 	}
@@ -120,34 +122,34 @@ func (c *Containerd) ImagePresent(ctx context.Context, ref string) bool {
 }
 
 // describeImage unpacks img when needed and reads its configuration.
-func (c *Containerd) describeImage(ctx context.Context, img containerd.Image) (Image, error) {
+func (c *Runtime) describeImage(ctx context.Context, img ctrdclient.Image) (runtime.Image, error) {
 	name := img.Name()
 	unpacked, err := img.IsUnpacked(ctx, c.cfg.SnapshotterName)
 	if err != nil {
-		return Image{}, fmt.Errorf("check unpacked image %s: %w", name, err)
+		return runtime.Image{}, fmt.Errorf("check unpacked image %s: %w", name, err)
 	}
 	if !unpacked {
 		if err := img.Unpack(ctx, c.cfg.SnapshotterName); err != nil {
-			return Image{}, fmt.Errorf("unpack image %s: %w", name, err)
+			return runtime.Image{}, fmt.Errorf("unpack image %s: %w", name, err)
 		}
 	}
 	spec, err := img.Spec(ctx)
 	if err != nil {
-		return Image{}, fmt.Errorf("read config of image %s: %w", name, err)
+		return runtime.Image{}, fmt.Errorf("read config of image %s: %w", name, err)
 	}
 	cfgDesc, err := img.Config(ctx)
 	if err != nil {
-		return Image{}, fmt.Errorf("read config descriptor of image %s: %w", name, err)
+		return runtime.Image{}, fmt.Errorf("read config descriptor of image %s: %w", name, err)
 	}
 	size, err := img.Size(ctx)
 	if err != nil {
-		return Image{}, fmt.Errorf("size of image %s: %w", name, err)
+		return runtime.Image{}, fmt.Errorf("size of image %s: %w", name, err)
 	}
-	out := Image{
+	out := runtime.Image{
 		Ref:  name,
 		ID:   cfgDesc.Digest.String(),
 		Size: size,
-		Config: ImageConfig{
+		Config: runtime.ImageConfig{
 			User:       spec.Config.User,
 			Env:        spec.Config.Env,
 			Entrypoint: spec.Config.Entrypoint,
@@ -165,15 +167,15 @@ func (c *Containerd) describeImage(ctx context.Context, img containerd.Image) (I
 
 // ListImages lists the images of the runtime's namespace, one per config
 // digest (several names may share one), sorted by ID.
-func (c *Containerd) ListImages(ctx context.Context) ([]StoredImage, error) {
+func (c *Runtime) ListImages(ctx context.Context) ([]runtime.StoredImage, error) {
 	ctx = c.nsCtx(ctx)
 	imgs, err := c.client.ImageService().List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list images: %w", err)
 	}
-	byID := map[string]*StoredImage{}
+	byID := map[string]*runtime.StoredImage{}
 	for _, i := range imgs {
-		img := containerd.NewImage(c.client, i)
+		img := ctrdclient.NewImage(c.client, i)
 		cfg, err := img.Config(ctx)
 		if errdefs.IsNotFound(err) {
 			continue // content not there (yet or any more)
@@ -187,26 +189,26 @@ func (c *Containerd) ListImages(ctx context.Context) ([]StoredImage, error) {
 			if err != nil && !errdefs.IsNotFound(err) {
 				return nil, fmt.Errorf("size of image %s: %w", i.Name, err)
 			}
-			s = &StoredImage{ID: cfg.Digest.String(), Size: size}
+			s = &runtime.StoredImage{ID: cfg.Digest.String(), Size: size}
 			byID[s.ID] = s
 		}
 		s.Records = append(s.Records, i.Name)
 		addImageNames(s, i.Name, i.Target.Digest.String())
 	}
-	out := make([]StoredImage, 0, len(byID))
+	out := make([]runtime.StoredImage, 0, len(byID))
 	for _, s := range byID {
 		slices.Sort(s.RepoTags)
 		slices.Sort(s.RepoDigests)
 		slices.Sort(s.Records)
 		out = append(out, *s)
 	}
-	slices.SortFunc(out, func(a, b StoredImage) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b runtime.StoredImage) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
 // addImageNames adds name (a tag or a digest reference) and its repo's
 // reference by manifest digest to s.
-func addImageNames(s *StoredImage, name, manifest string) {
+func addImageNames(s *runtime.StoredImage, name, manifest string) {
 	named, err := reference.ParseNormalizedNamed(name)
 	if err != nil {
 		s.RepoTags = appendNew(s.RepoTags, name)
@@ -227,7 +229,7 @@ func appendNew(list []string, s string) []string {
 
 // ImagesInUse are the names of the images that containerd containers of
 // the namespace (running or not) reference.
-func (c *Containerd) ImagesInUse(ctx context.Context) (map[string]bool, error) {
+func (c *Runtime) ImagesInUse(ctx context.Context) (map[string]bool, error) {
 	ctrs, err := c.client.ContainerService().List(c.nsCtx(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
@@ -244,7 +246,7 @@ func (c *Containerd) ImagesInUse(ctx context.Context) (map[string]bool, error) {
 // RemoveImage deletes the image's names from containerd; the last delete
 // waits for containerd's garbage collection to remove its content. A name
 // already gone is success.
-func (c *Containerd) RemoveImage(ctx context.Context, img StoredImage) error {
+func (c *Runtime) RemoveImage(ctx context.Context, img runtime.StoredImage) error {
 	ctx = c.nsCtx(ctx)
 	names := img.Records
 	for i, name := range names {

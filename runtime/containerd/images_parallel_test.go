@@ -1,4 +1,4 @@
-package runtime_test
+package containerd_test
 
 // Real concurrent pulls: the limit on parallel pulls, and one pull shared
 // by the callers that ask for the same image at once. A proxy in front of
@@ -15,11 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 )
 
 // ensureAll calls EnsureImageWith for every ref at once.
-func ensureAll(t *testing.T, rt *runtime.Containerd, policy corev1.PullPolicy, refs ...string) []runtime.Image {
+func ensureAll(t *testing.T, rt *containerd.Runtime, policy corev1.PullPolicy, refs ...string) []runtime.Image {
 	t.Helper()
 	imgs := make([]runtime.Image, len(refs))
 	errs := make([]error, len(refs))
@@ -66,7 +67,7 @@ func TestPullParallelism(t *testing.T) {
 	}
 	for _, tt := range limits {
 		t.Run(tt.name, func(t *testing.T) {
-			rt := newPullRuntime(t, addr, runtime.Config{Registry: runtime.RegistryConfig{MaxParallelPulls: tt.maxParallel}})
+			rt := newPullRuntime(t, addr, containerd.Config{Registry: containerd.RegistryConfig{MaxParallelPulls: tt.maxParallel}})
 			proxy.reset()
 			ensureAll(t, rt, corev1.PullIfNotPresent, refs...)
 			proxy.mu.Lock()
@@ -79,7 +80,7 @@ func TestPullParallelism(t *testing.T) {
 	}
 
 	t.Run("same image shares one pull", func(t *testing.T) {
-		rt := newPullRuntime(t, addr, runtime.Config{Registry: runtime.RegistryConfig{MaxParallelPulls: -1}})
+		rt := newPullRuntime(t, addr, containerd.Config{Registry: containerd.RegistryConfig{MaxParallelPulls: -1}})
 		proxy.reset()
 		imgs := ensureAll(t, rt, corev1.PullAlways, refs[0], refs[0], refs[0], refs[0])
 		if n := proxy.count("HEAD", "/manifests/1.36"); n != 1 {

@@ -1,10 +1,17 @@
-package runtime
+// Package containerd is the executor half of the node's runtime: the only
+// package that talks to containerd (through its Go client, which it keeps
+// to itself). It pulls and imports images, runs sandboxes and containers
+// from the specs package runtime builds, lists them back as runtime's
+// PodStatus, streams exits, reads metrics, copies logs and serves exec,
+// attach and port-forward. What to run, and when, is decided elsewhere
+// (runtime's plan, the nodelet's sync loop).
+package containerd
 
-// Containerd runs sandboxes (pause containers) and app/init containers on
+// Runtime runs sandboxes (pause containers) and app/init containers on
 // containerd through its Go client. Everything it creates carries the
-// labels of types.go, so a restarted nodelet finds its pods from containerd
-// alone; exit codes are kept in container labels too (containerd forgets
-// them when a task is deleted), see containerd_status.go.
+// labels of runtime/types.go, so a restarted nodelet finds its pods from
+// containerd alone; exit codes are kept in container labels too
+// (containerd forgets them when a task is deleted), see status.go.
 
 import (
 	"context"
@@ -20,7 +27,7 @@ import (
 	"time"
 
 	runcoptions "github.com/containerd/containerd/api/types/runc/options"
-	containerd "github.com/containerd/containerd/v2/client"
+	ctrdclient "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
@@ -28,6 +35,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/containerlogs"
+	"github.com/nodelet/nodelet/runtime"
 )
 
 // defaultRuntime is the shim every task runs under.
@@ -36,7 +44,7 @@ const defaultRuntime = "io.containerd.runc.v2"
 // cleanupTimeout bounds the rollback of a failed operation.
 const cleanupTimeout = 30 * time.Second
 
-// Config configures Containerd.
+// Config configures Runtime.
 type Config struct {
 	Address         string // containerd's socket
 	Namespace       string // DefaultNamespace when empty
@@ -69,11 +77,11 @@ type Config struct {
 	Logger   *slog.Logger
 }
 
-// Containerd is the nodelet's runtime on containerd. Its methods are safe
+// Runtime is the nodelet's runtime on containerd. Its methods are safe
 // for concurrent use; operations on one pod are serialized by the caller.
-type Containerd struct {
+type Runtime struct {
 	cfg    Config
-	client *containerd.Client
+	client *ctrdclient.Client
 	log    *slog.Logger
 	pulls  *pullQueue
 
@@ -83,7 +91,7 @@ type Containerd struct {
 }
 
 // New connects to containerd.
-func New(ctx context.Context, cfg Config) (*Containerd, error) {
+func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
 	}
@@ -91,7 +99,7 @@ func New(ctx context.Context, cfg Config) (*Containerd, error) {
 		cfg.Runtime = defaultRuntime
 	}
 	if cfg.LogRoot == "" {
-		cfg.LogRoot = DefaultLogRoot
+		cfg.LogRoot = runtime.DefaultLogRoot
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -100,20 +108,20 @@ func New(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Containerd{
+	return &Runtime{
 		cfg: cfg, client: client, log: cfg.Logger, pulls: newPullQueue(cfg.Registry.MaxParallelPulls),
 		closers: map[string]io.Closer{}, attached: map[string]*attachIO{},
 	}, nil
 }
 
 // Client is the underlying containerd client (for image import at start).
-func (c *Containerd) Client() *containerd.Client { return c.client }
+func (c *Runtime) Client() *ctrdclient.Client { return c.client }
 
 // Namespace returns a context carrying the runtime's containerd namespace.
-func (c *Containerd) Namespace(ctx context.Context) context.Context { return c.nsCtx(ctx) }
+func (c *Runtime) Namespace(ctx context.Context) context.Context { return c.nsCtx(ctx) }
 
 // Close closes the connection; sandboxes and containers keep running.
-func (c *Containerd) Close() error {
+func (c *Runtime) Close() error {
 	c.mu.Lock()
 	for id, cl := range c.closers {
 		if a, ok := c.attached[id]; ok {
@@ -129,13 +137,13 @@ func (c *Containerd) Close() error {
 	return c.client.Close()
 }
 
-func (c *Containerd) nsCtx(ctx context.Context) context.Context {
+func (c *Runtime) nsCtx(ctx context.Context) context.Context {
 	return namespaces.WithNamespace(ctx, c.cfg.Namespace)
 }
 
 // runtimeOptions are the runc shim's options (nil: its defaults, which
 // are runc's state in /run/containerd/runc and the cgroupfs driver).
-func (c *Containerd) runtimeOptions() any {
+func (c *Runtime) runtimeOptions() any {
 	if c.cfg.RuncRoot == "" && !c.cfg.SystemdCgroup {
 		return nil
 	}
@@ -145,11 +153,11 @@ func (c *Containerd) runtimeOptions() any {
 // podLabels are the labels shared by a pod's sandboxes and containers.
 func podLabels(pod *corev1.Pod, kind string, attempt uint32) map[string]string {
 	return map[string]string{
-		LabelPodUID:       string(pod.UID),
-		LabelPodName:      pod.Name,
-		LabelPodNamespace: pod.Namespace,
-		LabelKind:         kind,
-		LabelAttempt:      strconv.FormatUint(uint64(attempt), 10),
+		runtime.LabelPodUID:       string(pod.UID),
+		runtime.LabelPodName:      pod.Name,
+		runtime.LabelPodNamespace: pod.Namespace,
+		runtime.LabelKind:         kind,
+		runtime.LabelAttempt:      strconv.FormatUint(uint64(attempt), 10),
 	}
 }
 
@@ -167,7 +175,7 @@ func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // RunSandbox creates and starts the pod's pause container with a new
 // snapshot of the pause image. On failure everything created is removed.
-func (c *Containerd) RunSandbox(ctx context.Context, pod *corev1.Pod, cfg SandboxConfig) (_ string, retErr error) {
+func (c *Runtime) RunSandbox(ctx context.Context, pod *corev1.Pod, cfg runtime.SandboxConfig) (_ string, retErr error) {
 	ctx = c.nsCtx(ctx)
 	id := newID()
 	wrap := func(op string, err error) error {
@@ -176,7 +184,7 @@ func (c *Containerd) RunSandbox(ctx context.Context, pod *corev1.Pod, cfg Sandbo
 	spec := cfg.Spec
 	if spec == nil {
 		var err error
-		spec, err = SandboxSpec(SandboxSpecConfig{
+		spec, err = runtime.SandboxSpec(runtime.SandboxSpecConfig{
 			Pod: pod, Image: cfg.Image.Config, NetNSPath: cfg.NetNSPath,
 			CgroupsPath: cfg.CgroupsPath, OOMScoreAdjFloor: c.cfg.OOMScoreAdjFloor,
 		})
@@ -188,8 +196,8 @@ func (c *Containerd) RunSandbox(ctx context.Context, pod *corev1.Pod, cfg Sandbo
 	if err != nil {
 		return "", wrap("get pause image "+cfg.Image.Ref, err)
 	}
-	labels := podLabels(pod, KindSandbox, cfg.Attempt)
-	labels[LabelNetNSPath] = cfg.NetNSPath
+	labels := podLabels(pod, runtime.KindSandbox, cfg.Attempt)
+	labels[runtime.LabelNetNSPath] = cfg.NetNSPath
 	cont, err := c.newContainer(ctx, id, img, labels, spec)
 	if err != nil {
 		return "", wrap("create container", err)
@@ -211,13 +219,13 @@ func (c *Containerd) RunSandbox(ctx context.Context, pod *corev1.Pod, cfg Sandbo
 
 // SetSandboxIP records the pod IP the network gave a sandbox, so that
 // PodStatuses reports it (also after a restart).
-func (c *Containerd) SetSandboxIP(ctx context.Context, id, ip string) error {
+func (c *Runtime) SetSandboxIP(ctx context.Context, id, ip string) error {
 	ctx = c.nsCtx(ctx)
 	cont, err := c.client.LoadContainer(ctx, id)
 	if err != nil {
 		return fmt.Errorf("set IP of sandbox %s: %w", id, err)
 	}
-	if _, err := cont.SetLabels(ctx, map[string]string{LabelSandboxIP: ip}); err != nil {
+	if _, err := cont.SetLabels(ctx, map[string]string{runtime.LabelSandboxIP: ip}); err != nil {
 		return fmt.Errorf("set IP of sandbox %s: %w", id, err)
 	}
 	return nil
@@ -226,7 +234,7 @@ func (c *Containerd) SetSandboxIP(ctx context.Context, id, ip string) error {
 // StopSandbox kills the pause process (which ends the pod's PID namespace,
 // if it has one) and deletes its task. A missing sandbox or task is
 // success. The containers of the sandbox are stopped by the caller first.
-func (c *Containerd) StopSandbox(ctx context.Context, id string) error {
+func (c *Runtime) StopSandbox(ctx context.Context, id string) error {
 	if err := c.stopTask(c.nsCtx(ctx), id, 0); err != nil {
 		return fmt.Errorf("stop sandbox %s: %w", id, err)
 	}
@@ -235,9 +243,9 @@ func (c *Containerd) StopSandbox(ctx context.Context, id string) error {
 
 // RemoveSandbox removes the sandbox's containers, then the sandbox itself
 // with their snapshots, killing any task left. Not found is success.
-func (c *Containerd) RemoveSandbox(ctx context.Context, id string) error {
+func (c *Runtime) RemoveSandbox(ctx context.Context, id string) error {
 	ctx = c.nsCtx(ctx)
-	list, err := c.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q==%q", LabelSandboxID, id))
+	list, err := c.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q==%q", runtime.LabelSandboxID, id))
 	if err != nil {
 		return fmt.Errorf("remove sandbox %s: list its containers: %w", id, err)
 	}
@@ -264,7 +272,7 @@ const shimGroupAnnotation = "io.containerd.runc.v2.group"
 // of its image, and its task (created, not started), whose output goes to
 // the CRI log file. On failure everything created is removed.
 
-func (c *Containerd) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *corev1.Container, cfg ContainerConfig) (string, error) {
+func (c *Runtime) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *corev1.Container, cfg runtime.ContainerConfig) (string, error) {
 	ctx = c.nsCtx(ctx)
 	id := newID()
 	wrap := func(op string, err error) error {
@@ -287,19 +295,19 @@ func (c *Containerd) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *
 	if err != nil {
 		return "", wrap("get image "+cfg.Image.Ref, err)
 	}
-	logPath := ContainerLogPath(c.cfg.LogRoot, pod.Namespace, pod.Name, string(pod.UID), ctr.Name, cfg.Attempt)
-	labels := podLabels(pod, KindContainer, cfg.Attempt)
-	labels[LabelContainer] = ctr.Name
-	labels[LabelSandboxID] = cfg.SandboxID
-	labels[LabelImage] = cfg.ImageName
-	labels[LabelImageRef] = cfg.Image.RepoDigest
-	labels[LabelLogPath] = logPath
+	logPath := runtime.ContainerLogPath(c.cfg.LogRoot, pod.Namespace, pod.Name, string(pod.UID), ctr.Name, cfg.Attempt)
+	labels := podLabels(pod, runtime.KindContainer, cfg.Attempt)
+	labels[runtime.LabelContainer] = ctr.Name
+	labels[runtime.LabelSandboxID] = cfg.SandboxID
+	labels[runtime.LabelImage] = cfg.ImageName
+	labels[runtime.LabelImageRef] = cfg.Image.RepoDigest
+	labels[runtime.LabelLogPath] = logPath
 	if flags := interactiveFlags(ctr); flags != "" {
-		labels[LabelInteractive] = flags
+		labels[runtime.LabelInteractive] = flags
 	}
-	TerminationLabels(labels, ctr, cfg.SpecConfig.TerminationLogPath)
+	runtime.TerminationLabels(labels, ctr, cfg.SpecConfig.TerminationLogPath)
 	if cfg.Init {
-		labels[LabelInit] = "true"
+		labels[runtime.LabelInit] = "true"
 	}
 	cont, err := c.newContainer(ctx, id, img, labels, spec)
 	if err != nil {
@@ -314,7 +322,7 @@ func (c *Containerd) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *
 
 // newTask creates a container's task (not started) with its IO: the log
 // driver, the in-process log copy, or an interactive container's FIFOs.
-func (c *Containerd) newTask(ctx context.Context, cont containerd.Container, ctr *corev1.Container, logPath string) error {
+func (c *Runtime) newTask(ctx context.Context, cont ctrdclient.Container, ctr *corev1.Container, logPath string) error {
 	id := cont.ID()
 	creator, a, err := c.interactiveCreator(ctr, logPath)
 	if err != nil {
@@ -351,7 +359,7 @@ func (c *Containerd) newTask(ctx context.Context, cont containerd.Container, ctr
 
 // containerSpec returns cfg.Spec or builds it, joining the sandbox's
 // namespaces through its pause process.
-func (c *Containerd) containerSpec(ctx context.Context, pod *corev1.Pod, ctr *corev1.Container, cfg ContainerConfig) (*specs.Spec, error) {
+func (c *Runtime) containerSpec(ctx context.Context, pod *corev1.Pod, ctr *corev1.Container, cfg runtime.ContainerConfig) (*specs.Spec, error) {
 	if cfg.Spec != nil {
 		return cfg.Spec, nil
 	}
@@ -361,25 +369,25 @@ func (c *Containerd) containerSpec(ctx context.Context, pod *corev1.Pod, ctr *co
 	}
 	task, err := sb.Task(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox %s: %w: %w", cfg.SandboxID, ErrSandboxNotRunning, err)
+		return nil, fmt.Errorf("sandbox %s: %w: %w", cfg.SandboxID, runtime.ErrSandboxNotRunning, err)
 	}
 	st, err := task.Status(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("status of sandbox %s: %w", cfg.SandboxID, err)
 	}
-	if st.Status != containerd.Running {
-		return nil, fmt.Errorf("sandbox %s is %s: %w", cfg.SandboxID, st.Status, ErrSandboxNotRunning)
+	if st.Status != ctrdclient.Running {
+		return nil, fmt.Errorf("sandbox %s is %s: %w", cfg.SandboxID, st.Status, runtime.ErrSandboxNotRunning)
 	}
 	sc := cfg.SpecConfig
 	sc.Pod, sc.Container, sc.Image, sc.SandboxPID = pod, ctr, cfg.Image.Config, task.Pid()
 	if sc.OOMScoreAdjFloor == 0 {
 		sc.OOMScoreAdjFloor = c.cfg.OOMScoreAdjFloor
 	}
-	return ContainerSpec(sc)
+	return runtime.ContainerSpec(sc)
 }
 
 // StartContainer starts a created container's task and records the start.
-func (c *Containerd) StartContainer(ctx context.Context, id string) error {
+func (c *Runtime) StartContainer(ctx context.Context, id string) error {
 	ctx = c.nsCtx(ctx)
 	cont, err := c.client.LoadContainer(ctx, id)
 	if err != nil {
@@ -392,7 +400,7 @@ func (c *Containerd) StartContainer(ctx context.Context, id string) error {
 	if err := task.Start(ctx); err != nil {
 		return fmt.Errorf("start container %s: %w", id, err)
 	}
-	if _, err := cont.SetLabels(ctx, map[string]string{LabelStartedAt: time.Now().UTC().Format(time.RFC3339Nano)}); err != nil {
+	if _, err := cont.SetLabels(ctx, map[string]string{runtime.LabelStartedAt: time.Now().UTC().Format(time.RFC3339Nano)}); err != nil {
 		return fmt.Errorf("start container %s: record start: %w", id, err)
 	}
 	return nil
@@ -400,7 +408,7 @@ func (c *Containerd) StartContainer(ctx context.Context, id string) error {
 
 // StopContainer sends SIGTERM, waits up to grace, then SIGKILL; it records
 // the exit and deletes the task. A missing container or task is success.
-func (c *Containerd) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+func (c *Runtime) StopContainer(ctx context.Context, id string, grace time.Duration) error {
 	if err := c.stopTask(c.nsCtx(ctx), id, grace); err != nil {
 		return fmt.Errorf("stop container %s: %w", id, err)
 	}
@@ -409,14 +417,14 @@ func (c *Containerd) StopContainer(ctx context.Context, id string, grace time.Du
 
 // RemoveContainer deletes a container, its task (killed if still running)
 // and its snapshot. Not found is success. Logs stay until the pod goes.
-func (c *Containerd) RemoveContainer(ctx context.Context, id string) error {
+func (c *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	if err := c.removeContainer(c.nsCtx(ctx), id); err != nil {
 		return fmt.Errorf("remove container %s: %w", id, err)
 	}
 	return nil
 }
 
-func (c *Containerd) removeContainer(ctx context.Context, id string) error {
+func (c *Runtime) removeContainer(ctx context.Context, id string) error {
 	cont, err := c.client.LoadContainer(ctx, id)
 	if errdefs.IsNotFound(err) {
 		return nil
@@ -425,7 +433,7 @@ func (c *Containerd) removeContainer(ctx context.Context, id string) error {
 		return fmt.Errorf("load %s: %w", id, err)
 	}
 	if task, err := cont.Task(ctx, nil); err == nil {
-		if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+		if _, err := task.Delete(ctx, ctrdclient.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
 			return fmt.Errorf("delete task of %s: %w", id, err)
 		}
 	} else if !errdefs.IsNotFound(err) {
@@ -433,7 +441,7 @@ func (c *Containerd) removeContainer(ctx context.Context, id string) error {
 	}
 	c.closeLog(id)
 	c.removeLogger(ctx, id)
-	if err := cont.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+	if err := cont.Delete(ctx, ctrdclient.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete %s: %w", id, err)
 	}
 	return nil
@@ -442,7 +450,7 @@ func (c *Containerd) removeContainer(ctx context.Context, id string) error {
 // stopTask stops id's task: SIGTERM and up to grace to exit (none when
 // grace is 0), then SIGKILL; then records the exit in the container's
 // labels and deletes the task.
-func (c *Containerd) stopTask(ctx context.Context, id string, grace time.Duration) error {
+func (c *Runtime) stopTask(ctx context.Context, id string, grace time.Duration) error {
 	cont, err := c.client.LoadContainer(ctx, id)
 	if errdefs.IsNotFound(err) {
 		return nil
@@ -461,8 +469,8 @@ func (c *Containerd) stopTask(ctx context.Context, id string, grace time.Duratio
 	if err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("task status: %w", err)
 	}
-	if err == nil && st.Status != containerd.Stopped {
-		sig, err := containerd.GetStopSignal(ctx, cont, syscall.SIGTERM)
+	if err == nil && st.Status != ctrdclient.Stopped {
+		sig, err := ctrdclient.GetStopSignal(ctx, cont, syscall.SIGTERM)
 		if err != nil {
 			sig = syscall.SIGTERM
 		}
@@ -476,7 +484,7 @@ func (c *Containerd) stopTask(ctx context.Context, id string, grace time.Duratio
 // killAndWait delivers the stop signal (when grace > 0: SIGTERM or the
 // image's STOPSIGNAL), waits up to grace, then SIGKILL and waits for the
 // exit.
-func killAndWait(ctx context.Context, task containerd.Task, stop syscall.Signal, grace time.Duration) error {
+func killAndWait(ctx context.Context, task ctrdclient.Task, stop syscall.Signal, grace time.Duration) error {
 	waitCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	exited, err := task.Wait(waitCtx)
@@ -497,7 +505,7 @@ func killAndWait(ctx context.Context, task containerd.Task, stop syscall.Signal,
 			return ctx.Err()
 		}
 	}
-	if err := task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll); err != nil && !errdefs.IsNotFound(err) {
+	if err := task.Kill(ctx, syscall.SIGKILL, ctrdclient.WithKillAll); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("SIGKILL: %w", err)
 	}
 	select {
@@ -510,16 +518,16 @@ func killAndWait(ctx context.Context, task containerd.Task, stop syscall.Signal,
 
 // newContainer creates a container of the nodelet's runtime with a fresh
 // snapshot of img.
-func (c *Containerd) newContainer(ctx context.Context, id string, img containerd.Image, labels map[string]string, spec *specs.Spec) (containerd.Container, error) {
+func (c *Runtime) newContainer(ctx context.Context, id string, img ctrdclient.Image, labels map[string]string, spec *specs.Spec) (ctrdclient.Container, error) {
 	cont, err := c.client.NewContainer(ctx, id,
-		containerd.WithImage(img),
-		containerd.WithSnapshotter(c.cfg.SnapshotterName),
-		containerd.WithNewSnapshot(id, img),
-		containerd.WithContainerLabels(labels),
+		ctrdclient.WithImage(img),
+		ctrdclient.WithSnapshotter(c.cfg.SnapshotterName),
+		ctrdclient.WithNewSnapshot(id, img),
+		ctrdclient.WithContainerLabels(labels),
 		// The image's STOPSIGNAL, read back by stopTask.
-		containerd.WithImageStopSignal(img, "SIGTERM"),
-		containerd.WithSpec(spec),
-		containerd.WithRuntime(c.cfg.Runtime, c.runtimeOptions()),
+		ctrdclient.WithImageStopSignal(img, "SIGTERM"),
+		ctrdclient.WithSpec(spec),
+		ctrdclient.WithRuntime(c.cfg.Runtime, c.runtimeOptions()),
 	)
 	if err != nil {
 		return nil, err
@@ -529,7 +537,7 @@ func (c *Containerd) newContainer(ctx context.Context, id string, img containerd
 
 // rollBack removes a half-made sandbox or container, with a fresh context
 // since the caller's may be the reason it failed.
-func (c *Containerd) rollBack(ctx context.Context, what, id string) {
+func (c *Runtime) rollBack(ctx context.Context, what, id string) {
 	cctx, cancel := cleanupCtx(ctx)
 	defer cancel()
 	if err := c.removeContainer(cctx, id); err != nil {

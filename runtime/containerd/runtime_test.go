@@ -1,4 +1,4 @@
-package runtime_test
+package containerd_test
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/nodelet/nodelet/containerlogs"
 	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 	"github.com/nodelet/nodelet/test/images"
 )
@@ -29,8 +30,8 @@ import (
 // network namespace for the pod.
 type fixture struct {
 	addr    string
-	rt      *runtime.Containerd
-	cfg     runtime.Config
+	rt      *containerd.Runtime
+	cfg     containerd.Config
 	netns   string
 	logRoot string
 	pause   runtime.Image
@@ -57,13 +58,13 @@ func newFixture(t *testing.T, nodeLogger bool) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.cfg = runtime.Config{Address: f.addr, LogRoot: f.logRoot, StateDir: filepath.Join(dir, "state"), RuncRoot: filepath.Join(dir, "runc")}
+	f.cfg = containerd.Config{Address: f.addr, LogRoot: f.logRoot, StateDir: filepath.Join(dir, "state"), RuncRoot: filepath.Join(dir, "runc")}
 	if nodeLogger {
 		f.cfg.Logs = startContainerLogger(t, filepath.Join(dir, "logger"))
 	}
 	f.rt = newRuntime(t, f.cfg)
 	for _, tar := range []string{pauseTar, busyboxTar} {
-		if _, err := runtime.ImportArchive(f.rt.Namespace(ctx), f.rt.Client(), tar, ""); err != nil {
+		if _, err := containerd.ImportArchive(f.rt.Namespace(ctx), f.rt.Client(), tar, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -77,9 +78,9 @@ func newFixture(t *testing.T, nodeLogger bool) *fixture {
 	return f
 }
 
-func newRuntime(t *testing.T, cfg runtime.Config) *runtime.Containerd {
+func newRuntime(t *testing.T, cfg containerd.Config) *containerd.Runtime {
 	t.Helper()
-	rt, err := runtime.New(context.Background(), cfg)
+	rt, err := containerd.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func (f *fixture) runContainer(t *testing.T, pod *corev1.Pod, sandbox string, i 
 
 // podStatus reads the pod through both PodStatus and PodStatuses and
 // fails when they disagree.
-func podStatus(t *testing.T, rt *runtime.Containerd, uid string) *runtime.PodStatus {
+func podStatus(t *testing.T, rt *containerd.Runtime, uid string) *runtime.PodStatus {
 	t.Helper()
 	one, err := rt.PodStatus(context.Background(), types.UID(uid))
 	if err != nil {
@@ -319,7 +320,7 @@ func sameStatus(a, b *runtime.PodStatus) bool {
 
 // assertNothingLeft checks that no container, task or container snapshot
 // remains in the runtime's namespace (image snapshots stay).
-func assertNothingLeft(t *testing.T, rt *runtime.Containerd) {
+func assertNothingLeft(t *testing.T, rt *containerd.Runtime) {
 	t.Helper()
 	ctx := rt.Namespace(context.Background())
 	cs, err := rt.Client().Containers(ctx)
@@ -406,7 +407,7 @@ func TestNginxImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	imported, err := runtime.ImportArchive(f.rt.Namespace(ctx), f.rt.Client(), tar, "")
+	imported, err := containerd.ImportArchive(f.rt.Namespace(ctx), f.rt.Client(), tar, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package runtime
+package containerd
 
 // The pull queue: upstream's serializeImagePulls and maxParallelImagePulls
 // as a semaphore of pull slots, and one pull shared by the callers that ask
@@ -9,12 +9,12 @@ import (
 	"sync"
 	"time"
 
-	containerd "github.com/containerd/containerd/v2/client"
+	ctrdclient "github.com/containerd/containerd/v2/client"
 )
 
 // pullFunc pulls an image. Its context ends when every caller waiting for
 // the pull has gone.
-type pullFunc func(ctx context.Context) (containerd.Image, error)
+type pullFunc func(ctx context.Context) (ctrdclient.Image, error)
 
 // pullQueue runs pulls. Its methods are safe for concurrent use.
 type pullQueue struct {
@@ -30,7 +30,7 @@ type pullFlight struct {
 	cancel  context.CancelFunc
 	waiters int // guarded by pullQueue.mu
 
-	img  containerd.Image
+	img  ctrdclient.Image
 	took time.Duration // the pull itself, without the wait for a slot
 	err  error
 }
@@ -53,7 +53,7 @@ func newPullQueue(maxParallel int) *pullQueue {
 // pull waits for a slot first; it runs on a context of its own (with ctx's
 // values) that is cancelled when every caller's context has ended. It
 // returns the image and how long the pull itself took.
-func (q *pullQueue) do(ctx context.Context, key string, pull pullFunc) (containerd.Image, time.Duration, error) {
+func (q *pullQueue) do(ctx context.Context, key string, pull pullFunc) (ctrdclient.Image, time.Duration, error) {
 	q.mu.Lock()
 	f, ok := q.flights[key]
 	if !ok {

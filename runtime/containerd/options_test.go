@@ -1,4 +1,4 @@
-package runtime
+package containerd
 
 import (
 	"testing"
@@ -21,7 +21,7 @@ func TestRuntimeOptions(t *testing.T) {
 		{"both", Config{RuncRoot: "/t/runc", SystemdCgroup: true}, &runcoptions.Options{Root: "/t/runc", SystemdCgroup: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := (&Containerd{cfg: tc.cfg}).runtimeOptions()
+			got := (&Runtime{cfg: tc.cfg}).runtimeOptions()
 			if tc.want == nil {
 				if got != nil {
 					t.Fatalf("runtimeOptions = %#v, want nil (the shim's defaults)", got)

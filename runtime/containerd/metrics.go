@@ -1,4 +1,4 @@
-package runtime
+package containerd
 
 // Resource usage of the running sandboxes and containers, read from their
 // cgroups by the shims: one containerd Metrics call for the whole
@@ -19,6 +19,8 @@ import (
 	"github.com/containerd/errdefs/pkg/errgrpc"
 	"github.com/containerd/typeurl/v2"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/runtime"
 )
 
 // ContainerMetrics returns the resource usage of every sandbox and
@@ -26,9 +28,9 @@ import (
 // in no particular order. Tasks that containerd cannot read, or whose data
 // is not a cgroup v1 or v2 reading, are skipped (logged at debug level):
 // the list fails only when containerd cannot be asked at all.
-func (c *Containerd) ContainerMetrics(ctx context.Context) ([]ContainerMetrics, error) {
+func (c *Runtime) ContainerMetrics(ctx context.Context) ([]runtime.ContainerMetrics, error) {
 	ctx = c.nsCtx(ctx)
-	list, err := c.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", LabelPodUID))
+	list, err := c.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", runtime.LabelPodUID))
 	if err != nil {
 		return nil, fmt.Errorf("container metrics: list containers: %w", err)
 	}
@@ -44,10 +46,10 @@ func (c *Containerd) ContainerMetrics(ctx context.Context) ([]ContainerMetrics, 
 	for _, m := range resp.Metrics {
 		byID[m.ID] = m
 	}
-	out := make([]ContainerMetrics, 0, len(list))
+	out := make([]runtime.ContainerMetrics, 0, len(list))
 	for _, ct := range list {
 		t, ok := tasks[ct.ID]
-		if !ok || taskState(t.status) != StateRunning {
+		if !ok || taskState(t.status) != runtime.StateRunning {
 			continue
 		}
 		m := byID[ct.ID]
@@ -55,14 +57,14 @@ func (c *Containerd) ContainerMetrics(ctx context.Context) ([]ContainerMetrics, 
 			continue // the task exited between the two calls
 		}
 		l := ct.Labels
-		cm := ContainerMetrics{
-			PodUID:       types.UID(l[LabelPodUID]),
-			PodName:      l[LabelPodName],
-			PodNamespace: l[LabelPodNamespace],
-			Name:         l[LabelContainer],
-			Sandbox:      l[LabelKind] == KindSandbox,
+		cm := runtime.ContainerMetrics{
+			PodUID:       types.UID(l[runtime.LabelPodUID]),
+			PodName:      l[runtime.LabelPodName],
+			PodNamespace: l[runtime.LabelPodNamespace],
+			Name:         l[runtime.LabelContainer],
+			Sandbox:      l[runtime.LabelKind] == runtime.KindSandbox,
 			ID:           ct.ID,
-			StartedAt:    timeLabel(l, LabelStartedAt),
+			StartedAt:    timeLabel(l, runtime.LabelStartedAt),
 		}
 		if cm.StartedAt.IsZero() {
 			cm.StartedAt = ct.CreatedAt
@@ -79,7 +81,7 @@ func (c *Containerd) ContainerMetrics(ctx context.Context) ([]ContainerMetrics, 
 // decodeMetric fills cm's usage and timestamp from a task's metric, which
 // the runc shim sends as io.containerd.cgroups.v1.Metrics or
 // io.containerd.cgroups.v2.Metrics.
-func decodeMetric(m *apitypes.Metric, cm *ContainerMetrics) error {
+func decodeMetric(m *apitypes.Metric, cm *runtime.ContainerMetrics) error {
 	if m.Data == nil {
 		return fmt.Errorf("metric of task %s has no data", m.ID)
 	}
@@ -104,7 +106,7 @@ func decodeMetric(m *apitypes.Metric, cm *ContainerMetrics) error {
 
 // fillV1 reads a cgroup v1 reading; the hierarchical (total_*) figures
 // count the container's child cgroups too.
-func fillV1(s *cg1.Metrics, cm *ContainerMetrics) {
+func fillV1(s *cg1.Metrics, cm *runtime.ContainerMetrics) {
 	if cpu := s.GetCPU().GetUsage(); cpu != nil {
 		cm.CPUUsageNanoseconds = cpu.Total
 	}
@@ -120,7 +122,7 @@ func fillV1(s *cg1.Metrics, cm *ContainerMetrics) {
 }
 
 // fillV2 reads a cgroup v2 reading (already hierarchical).
-func fillV2(s *cg2.Metrics, cm *ContainerMetrics) {
+func fillV2(s *cg2.Metrics, cm *runtime.ContainerMetrics) {
 	if cpu := s.GetCPU(); cpu != nil {
 		cm.CPUUsageNanoseconds = cpu.UsageUsec * uint64(time.Microsecond)
 	}

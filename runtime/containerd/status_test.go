@@ -1,4 +1,4 @@
-package runtime
+package containerd
 
 import (
 	"testing"
@@ -6,13 +6,15 @@ import (
 
 	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/v2/core/containers"
+
+	"github.com/nodelet/nodelet/runtime"
 )
 
 func TestContainerStatusFromTaskAndLabels(t *testing.T) {
 	created := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	started := created.Add(time.Second)
 	finished := created.Add(time.Minute)
-	base := map[string]string{LabelContainer: "app", LabelAttempt: "2", LabelSandboxID: "sb"}
+	base := map[string]string{runtime.LabelContainer: "app", runtime.LabelAttempt: "2", runtime.LabelSandboxID: "sb"}
 	with := func(kv ...string) map[string]string {
 		m := map[string]string{}
 		for k, v := range base {
@@ -28,17 +30,17 @@ func TestContainerStatusFromTaskAndLabels(t *testing.T) {
 		name    string
 		labels  map[string]string
 		task    *taskInfo
-		state   State
+		state   runtime.State
 		code    int32
 		reason  string
 		finishe time.Time
 	}{
-		{"running task", with(LabelStartedAt, startedL), &taskInfo{status: tasktypes.Status_RUNNING}, StateRunning, 0, "", time.Time{}},
-		{"created task", base, &taskInfo{status: tasktypes.Status_CREATED}, StateCreated, 0, "", time.Time{}},
-		{"stopped task", with(LabelStartedAt, startedL), &taskInfo{status: tasktypes.Status_STOPPED, exitCode: 3, exitedAt: finished}, StateExited, 3, "Error", finished},
-		{"exit recorded", with(LabelStartedAt, startedL, LabelExitCode, "0", LabelFinishedAt, finished.Format(time.RFC3339Nano)), nil, StateExited, 0, "Completed", finished},
-		{"never started", base, nil, StateCreated, 0, "", time.Time{}},
-		{"task lost", with(LabelStartedAt, startedL), nil, StateUnknown, 0, "TaskLost", time.Time{}},
+		{"running task", with(runtime.LabelStartedAt, startedL), &taskInfo{status: tasktypes.Status_RUNNING}, runtime.StateRunning, 0, "", time.Time{}},
+		{"created task", base, &taskInfo{status: tasktypes.Status_CREATED}, runtime.StateCreated, 0, "", time.Time{}},
+		{"stopped task", with(runtime.LabelStartedAt, startedL), &taskInfo{status: tasktypes.Status_STOPPED, exitCode: 3, exitedAt: finished}, runtime.StateExited, 3, "Error", finished},
+		{"exit recorded", with(runtime.LabelStartedAt, startedL, runtime.LabelExitCode, "0", runtime.LabelFinishedAt, finished.Format(time.RFC3339Nano)), nil, runtime.StateExited, 0, "Completed", finished},
+		{"never started", base, nil, runtime.StateCreated, 0, "", time.Time{}},
+		{"task lost", with(runtime.LabelStartedAt, startedL), nil, runtime.StateUnknown, 0, "TaskLost", time.Time{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,7 +55,7 @@ func TestContainerStatusFromTaskAndLabels(t *testing.T) {
 			if s.Name != "app" || s.Attempt != 2 || s.SandboxID != "sb" || !s.CreatedAt.Equal(created) {
 				t.Errorf("identity: %+v", s)
 			}
-			if tt.labels[LabelStartedAt] != "" && !s.StartedAt.Equal(started) {
+			if tt.labels[runtime.LabelStartedAt] != "" && !s.StartedAt.Equal(started) {
 				t.Errorf("startedAt %v", s.StartedAt)
 			}
 		})
@@ -62,9 +64,9 @@ func TestContainerStatusFromTaskAndLabels(t *testing.T) {
 
 func TestSortStatusesNewestFirst(t *testing.T) {
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := &PodStatus{
-		Sandboxes: []SandboxStatus{{ID: "old", CreatedAt: t0}, {ID: "new", CreatedAt: t0.Add(time.Second)}},
-		Containers: []ContainerStatus{
+	p := &runtime.PodStatus{
+		Sandboxes: []runtime.SandboxStatus{{ID: "old", CreatedAt: t0}, {ID: "new", CreatedAt: t0.Add(time.Second)}},
+		Containers: []runtime.ContainerStatus{
 			{ID: "b0", Name: "b", CreatedAt: t0}, {ID: "a0", Name: "a", CreatedAt: t0},
 			{ID: "a1", Name: "a", CreatedAt: t0.Add(time.Second)},
 		},

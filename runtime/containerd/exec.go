@@ -1,4 +1,4 @@
-package runtime
+package containerd
 
 // Exec and port-forward, what the nodelet's API serves for `kubectl exec`
 // and `kubectl port-forward`. Exec runs an extra process in a running
@@ -23,13 +23,15 @@ import (
 
 	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
 	tasktypes "github.com/containerd/containerd/api/types/task"
-	containerd "github.com/containerd/containerd/v2/client"
+	ctrdclient "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/errdefs/pkg/errgrpc"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/vishvananda/netns"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/runtime"
 )
 
 // Exec runs cmd in the running container id, with the environment, working
@@ -49,7 +51,7 @@ import (
 // closing the terminal's input would hang it up and lose its last output.
 // stdin is never closed by Exec: a Read of it still blocked when Exec
 // returns ends when the caller closes it.
-func (c *Containerd) Exec(ctx context.Context, id string, cmd []string, stdin io.Reader, stdout, stderr io.WriteCloser, tty bool, resize <-chan TerminalSize) (retErr error) {
+func (c *Runtime) Exec(ctx context.Context, id string, cmd []string, stdin io.Reader, stdout, stderr io.WriteCloser, tty bool, resize <-chan runtime.TerminalSize) (retErr error) {
 	defer closeWriters(stdout, stderr)
 	if len(cmd) == 0 {
 		return fmt.Errorf("exec in container %s: empty command: %w", id, errdefs.ErrInvalidArgument)
@@ -86,36 +88,36 @@ func (c *Containerd) Exec(ctx context.Context, id string, cmd []string, stdin io
 		return fmt.Errorf("exec in container %s: %w", id, err)
 	}
 	if code != 0 {
-		return &ExitError{Code: int(code)}
+		return &runtime.ExitError{Code: int(code)}
 	}
 	return nil
 }
 
 // runningTask loads a container whose task is running, and its spec.
-func (c *Containerd) runningTask(ctx context.Context, id string) (containerd.Task, *specs.Spec, error) {
+func (c *Runtime) runningTask(ctx context.Context, id string) (ctrdclient.Task, *specs.Spec, error) {
 	cont, err := c.client.LoadContainer(ctx, id)
 	if errdefs.IsNotFound(err) {
-		return nil, nil, fmt.Errorf("%w: %w", ErrContainerNotRunning, err)
+		return nil, nil, fmt.Errorf("%w: %w", runtime.ErrContainerNotRunning, err)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("load container: %w", err)
 	}
 	task, err := cont.Task(ctx, nil)
 	if errdefs.IsNotFound(err) {
-		return nil, nil, fmt.Errorf("%w: no task", ErrContainerNotRunning)
+		return nil, nil, fmt.Errorf("%w: no task", runtime.ErrContainerNotRunning)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("load task: %w", err)
 	}
 	st, err := task.Status(ctx)
 	if errdefs.IsNotFound(err) {
-		return nil, nil, fmt.Errorf("%w: no task", ErrContainerNotRunning)
+		return nil, nil, fmt.Errorf("%w: no task", runtime.ErrContainerNotRunning)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("task status: %w", err)
 	}
-	if st.Status != containerd.Running {
-		return nil, nil, fmt.Errorf("%w: task is %s", ErrContainerNotRunning, st.Status)
+	if st.Status != ctrdclient.Running {
+		return nil, nil, fmt.Errorf("%w: task is %s", runtime.ErrContainerNotRunning, st.Status)
 	}
 	spec, err := cont.Spec(ctx)
 	if err != nil {
@@ -126,7 +128,7 @@ func (c *Containerd) runningTask(ctx context.Context, id string) (containerd.Tas
 
 // execCreator copies an exec process's IO through FIFOs in the state
 // directory (containerd's default FIFO directory when unset).
-func (c *Containerd) execCreator(stdin io.Reader, stdout, stderr io.Writer, tty bool) cio.Creator {
+func (c *Runtime) execCreator(stdin io.Reader, stdout, stderr io.Writer, tty bool) cio.Creator {
 	if tty {
 		stderr = nil
 	}
@@ -142,7 +144,7 @@ func (c *Containerd) execCreator(stdin io.Reader, stdout, stderr io.Writer, tty 
 
 // runExec starts a created exec process and returns its exit code once it
 // has exited and its output has been copied. Cancelling ctx kills it.
-func (c *Containerd) runExec(ctx context.Context, proc containerd.Process, in *execStdin, tty bool, resize <-chan TerminalSize) (uint32, error) {
+func (c *Runtime) runExec(ctx context.Context, proc ctrdclient.Process, in *execStdin, tty bool, resize <-chan runtime.TerminalSize) (uint32, error) {
 	// The wait outlives ctx, to see the process die after the kill.
 	waitCtx, cancelWait := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWait()
@@ -190,7 +192,7 @@ func (c *Containerd) runExec(ctx context.Context, proc containerd.Process, in *e
 // resizeTerminal applies the sizes received from resize to the process's
 // terminal until the returned stop is called. Without tty the sizes are
 // read and dropped, so that the sender never blocks.
-func (c *Containerd) resizeTerminal(ctx context.Context, proc containerd.Process, tty bool, resize <-chan TerminalSize) (stop func()) {
+func (c *Runtime) resizeTerminal(ctx context.Context, proc ctrdclient.Process, tty bool, resize <-chan runtime.TerminalSize) (stop func()) {
 	if resize == nil {
 		return func() {}
 	}
@@ -219,10 +221,10 @@ func (c *Containerd) resizeTerminal(ctx context.Context, proc containerd.Process
 
 // deleteExec kills (if still running) and deletes an exec process, which
 // also closes its IO and removes its FIFOs.
-func deleteExec(ctx context.Context, proc containerd.Process) error {
+func deleteExec(ctx context.Context, proc ctrdclient.Process) error {
 	ctx, cancel := cleanupCtx(ctx)
 	defer cancel()
-	if _, err := proc.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+	if _, err := proc.Delete(ctx, ctrdclient.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete exec process %s: %w", proc.ID(), err)
 	}
 	return nil
@@ -249,7 +251,7 @@ type execStdin struct {
 	finishOnce sync.Once
 	eofOnce    sync.Once
 	ctx        context.Context    // set before start is closed
-	proc       containerd.Process // set before start is closed
+	proc       ctrdclient.Process // set before start is closed
 }
 
 func newExecStdin(r io.Reader, closeOnEOF bool) *execStdin {
@@ -264,7 +266,7 @@ func (s *execStdin) reader() io.Reader {
 	return s
 }
 
-func (s *execStdin) started(ctx context.Context, proc containerd.Process) {
+func (s *execStdin) started(ctx context.Context, proc ctrdclient.Process) {
 	s.ctx, s.proc = ctx, proc
 	close(s.start)
 }
@@ -291,7 +293,7 @@ func (s *execStdin) closeIO() {
 	select {
 	case <-s.done:
 	default:
-		s.proc.CloseIO(s.ctx, containerd.WithStdinCloser)
+		s.proc.CloseIO(s.ctx, ctrdclient.WithStdinCloser)
 	}
 }
 
@@ -301,7 +303,7 @@ func (s *execStdin) closeIO() {
 // the TCP connection, the end of the TCP connection half-closes stream
 // when it has CloseWrite (else closes it). It returns when both directions
 // are done or ctx ends, and closes stream before returning.
-func (c *Containerd) PortForward(ctx context.Context, podUID types.UID, port int32, stream io.ReadWriteCloser) error {
+func (c *Runtime) PortForward(ctx context.Context, podUID types.UID, port int32, stream io.ReadWriteCloser) error {
 	defer stream.Close()
 	ctx = c.nsCtx(ctx)
 	sb, err := c.runningSandbox(ctx, podUID)
@@ -331,8 +333,8 @@ type podSandbox struct {
 }
 
 // runningSandbox finds the pod's newest sandbox whose task is running.
-func (c *Containerd) runningSandbox(ctx context.Context, uid types.UID) (podSandbox, error) {
-	filter := fmt.Sprintf("labels.%q==%q,labels.%q==%q", LabelPodUID, string(uid), LabelKind, KindSandbox)
+func (c *Runtime) runningSandbox(ctx context.Context, uid types.UID) (podSandbox, error) {
+	filter := fmt.Sprintf("labels.%q==%q,labels.%q==%q", runtime.LabelPodUID, string(uid), runtime.LabelKind, runtime.KindSandbox)
 	list, err := c.client.ContainerService().List(ctx, filter)
 	if err != nil {
 		return podSandbox{}, fmt.Errorf("list sandboxes: %w", err)
@@ -348,10 +350,10 @@ func (c *Containerd) runningSandbox(ctx context.Context, uid types.UID) (podSand
 		}
 		if resp.Process != nil && resp.Process.Status == tasktypes.Status_RUNNING {
 			l := ct.Labels
-			return podSandbox{netns: l[LabelNetNSPath], namespace: l[LabelPodNamespace], name: l[LabelPodName]}, nil
+			return podSandbox{netns: l[runtime.LabelNetNSPath], namespace: l[runtime.LabelPodNamespace], name: l[runtime.LabelPodName]}, nil
 		}
 	}
-	return podSandbox{}, fmt.Errorf("no running sandbox: %w", ErrSandboxNotRunning)
+	return podSandbox{}, fmt.Errorf("no running sandbox: %w", runtime.ErrSandboxNotRunning)
 }
 
 // dialInNetNS dials addr over TCP from inside the network namespace at
@@ -466,10 +468,10 @@ func copyBothWays(ctx context.Context, conn *net.TCPConn, stream io.ReadWriteClo
 // ExecSync runs cmd in the running container id without stdin and returns
 // its combined output and exit code, as CRI's ExecSync: a non-zero exit
 // is a result (err nil), err only says the command could not run.
-func (c *Containerd) ExecSync(ctx context.Context, id string, cmd []string) (output []byte, exitCode int, err error) {
+func (c *Runtime) ExecSync(ctx context.Context, id string, cmd []string) (output []byte, exitCode int, err error) {
 	var out syncOutput
 	err = c.Exec(ctx, id, cmd, nil, &out, &out, false, nil)
-	var exit *ExitError
+	var exit *runtime.ExitError
 	if errors.As(err, &exit) {
 		return out.bytes(), exit.Code, nil
 	}

@@ -1,4 +1,4 @@
-package runtime
+package containerd
 
 // Pulls from registries as containerd's CRI plugin makes them for the
 // kubelet: containerd's docker resolver, with the hosts of an image's
@@ -17,11 +17,13 @@ import (
 	"strings"
 	"time"
 
-	containerd "github.com/containerd/containerd/v2/client"
+	ctrdclient "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/remotes/docker"
 	"github.com/containerd/containerd/v2/core/remotes/docker/config"
 	remoteerrors "github.com/containerd/containerd/v2/core/remotes/errors"
 	"github.com/containerd/errdefs"
+
+	"github.com/nodelet/nodelet/runtime"
 )
 
 // DefaultRegistryConfigDir is where containerd's packages expect hosts.toml
@@ -56,7 +58,7 @@ type RegistryConfig struct {
 // given credentials (nil: anonymous). They are offered to every host of
 // the image's registry (its mirrors too) that asks for them, as
 // containerd's CRI offers the kubelet's.
-func (c *Containerd) registryHosts(ctx context.Context, cred *RegistryCredential) docker.RegistryHosts {
+func (c *Runtime) registryHosts(ctx context.Context, cred *runtime.RegistryCredential) docker.RegistryHosts {
 	opts := config.HostOptions{}
 	if dirs := filepath.SplitList(c.cfg.Registry.ConfigDir); len(dirs) > 0 {
 		opts.HostDir = hostDirFromRoots(dirs)
@@ -89,7 +91,7 @@ func hostDirFromRoots(roots []string) func(string) (string, error) {
 // pullWithCredentials pulls and unpacks name with each credential in turn
 // until one works (every one failing fails the pull, with each error), or
 // anonymously when there is none, as the kubelet does.
-func (c *Containerd) pullWithCredentials(ctx context.Context, name string, creds []RegistryCredential) (containerd.Image, error) {
+func (c *Runtime) pullWithCredentials(ctx context.Context, name string, creds []runtime.RegistryCredential) (ctrdclient.Image, error) {
 	if len(creds) == 0 {
 		return c.pullOnce(ctx, name, nil)
 	}
@@ -110,12 +112,12 @@ func (c *Containerd) pullWithCredentials(ctx context.Context, name string, creds
 	return nil, errs
 }
 
-func (c *Containerd) pullOnce(ctx context.Context, name string, cred *RegistryCredential) (containerd.Image, error) {
+func (c *Runtime) pullOnce(ctx context.Context, name string, cred *runtime.RegistryCredential) (ctrdclient.Image, error) {
 	resolver := docker.NewResolver(docker.ResolverOptions{Hosts: c.registryHosts(ctx, cred)})
 	img, err := c.client.Pull(ctx, name,
-		containerd.WithResolver(resolver),
-		containerd.WithPullUnpack,
-		containerd.WithPullSnapshotter(c.cfg.SnapshotterName),
+		ctrdclient.WithResolver(resolver),
+		ctrdclient.WithPullUnpack,
+		ctrdclient.WithPullSnapshotter(c.cfg.SnapshotterName),
 	)
 	if err != nil {
 		return nil, explainPullError(err, cred != nil)

@@ -1,4 +1,4 @@
-package runtime
+package containerd
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	containerd "github.com/containerd/containerd/v2/client"
+	ctrdclient "github.com/containerd/containerd/v2/client"
 )
 
 // countingPull is a pull that records how many run at once.
@@ -20,7 +20,7 @@ type countingPull struct {
 	hold        time.Duration
 }
 
-func (c *countingPull) pull(ctx context.Context) (containerd.Image, error) {
+func (c *countingPull) pull(ctx context.Context) (ctrdclient.Image, error) {
 	c.mu.Lock()
 	c.calls++
 	c.now++
@@ -61,7 +61,7 @@ func TestPullQueueSharesPull(t *testing.T) {
 	release := make(chan struct{})
 	var calls atomic.Int32
 	want := errors.New("registry down")
-	pull := func(ctx context.Context) (containerd.Image, error) {
+	pull := func(ctx context.Context) (ctrdclient.Image, error) {
 		calls.Add(1)
 		<-release
 		return nil, want
@@ -98,7 +98,7 @@ func TestPullQueueCancel(t *testing.T) {
 	q := newPullQueue(0)
 	started := make(chan struct{})
 	pullCtx := make(chan context.Context, 1)
-	blocking := func(ctx context.Context) (containerd.Image, error) {
+	blocking := func(ctx context.Context) (ctrdclient.Image, error) {
 		pullCtx <- ctx
 		close(started)
 		<-ctx.Done()
@@ -115,7 +115,7 @@ func TestPullQueueCancel(t *testing.T) {
 	// A caller queued behind the running pull gives up.
 	ctx3, cancel3 := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel3()
-	if _, _, err := q.do(ctx3, "b", func(context.Context) (containerd.Image, error) {
+	if _, _, err := q.do(ctx3, "b", func(context.Context) (ctrdclient.Image, error) {
 		t.Error("queued pull ran while the slot was taken")
 		return nil, nil
 	}); !errors.Is(err, context.DeadlineExceeded) {
@@ -139,7 +139,7 @@ func TestPullQueueCancel(t *testing.T) {
 		t.Errorf("second caller: %v", err)
 	}
 	<-pctx.Done()
-	if _, _, err := q.do(context.Background(), "c", func(context.Context) (containerd.Image, error) { return nil, nil }); err != nil {
+	if _, _, err := q.do(context.Background(), "c", func(context.Context) (ctrdclient.Image, error) { return nil, nil }); err != nil {
 		t.Errorf("pull after the cancelled one: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package runtime_test
+package containerd_test
 
 // Real pulls configured by hosts.toml directories (containerd's
 // config_path): mirrors, plain-HTTP and self-signed registries under a
@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 )
 
@@ -62,7 +63,7 @@ func TestPullRegistryConfigDir(t *testing.T) {
 	writeHostsTOML(t, rootA, "secure.internal.test", fmt.Sprintf("server = %q\nskip_verify = true\n", "https://"+secure.Host))
 	writeHostsTOML(t, rootA, "ca.internal.test", fmt.Sprintf("server = %q\nca = %q\n", "https://"+secure.Host, caPath))
 	writeHostsTOML(t, rootA, "untrusted.internal.test", fmt.Sprintf("server = %q\n", "https://"+secure.Host))
-	cfg := runtime.Config{Registry: runtime.RegistryConfig{ConfigDir: rootA + string(os.PathListSeparator) + rootB}}
+	cfg := containerd.Config{Registry: containerd.RegistryConfig{ConfigDir: rootA + string(os.PathListSeparator) + rootB}}
 	secret := dockerConfigJSON(t, "private", map[string][2]string{"private.internal.test": {"puller", "s3cret"}})
 
 	tests := []struct {

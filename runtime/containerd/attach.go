@@ -1,4 +1,4 @@
-package runtime
+package containerd
 
 // Interactive containers (stdin or tty) cannot use the log driver, which
 // only takes stdout and stderr: their FIFOs are served by this process.
@@ -17,12 +17,13 @@ import (
 	"strings"
 	"sync"
 
-	containerd "github.com/containerd/containerd/v2/client"
+	ctrdclient "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/containerlogs"
+	"github.com/nodelet/nodelet/runtime"
 )
 
 func interactiveFlags(ctr *corev1.Container) string {
@@ -152,7 +153,7 @@ func (f *fanout) subscribe(w io.Writer) (*subscriber, func()) {
 
 // interactiveCreator prepares an interactive container's IO (nil, nil
 // for any other container).
-func (c *Containerd) interactiveCreator(ctr *corev1.Container, logPath string) (cio.Creator, *attachIO, error) {
+func (c *Runtime) interactiveCreator(ctr *corev1.Container, logPath string) (cio.Creator, *attachIO, error) {
 	flags := interactiveFlags(ctr)
 	if flags == "" {
 		return nil, nil, nil
@@ -164,7 +165,7 @@ func (c *Containerd) interactiveCreator(ctr *corev1.Container, logPath string) (
 	return cio.NewCreator(a.streams(c.fifoDir())...), a, nil
 }
 
-func (c *Containerd) fifoDir() string {
+func (c *Runtime) fifoDir() string {
 	if c.cfg.StateDir == "" {
 		return ""
 	}
@@ -172,7 +173,7 @@ func (c *Containerd) fifoDir() string {
 }
 
 // registerInteractive makes a running interactive container attachable.
-func (c *Containerd) registerInteractive(id string, a *attachIO, taskIO cio.IO) {
+func (c *Runtime) registerInteractive(id string, a *attachIO, taskIO cio.IO) {
 	a.log.io = taskIO
 	c.mu.Lock()
 	c.closers[id] = a
@@ -182,9 +183,9 @@ func (c *Containerd) registerInteractive(id string, a *attachIO, taskIO cio.IO) 
 
 // ReattachInteractive reopens the FIFOs of the interactive containers
 // still running, after a restart of this process.
-func (c *Containerd) ReattachInteractive(ctx context.Context) error {
+func (c *Runtime) ReattachInteractive(ctx context.Context) error {
 	ctx = c.nsCtx(ctx)
-	list, err := c.client.Containers(ctx, fmt.Sprintf("labels.%q", LabelInteractive))
+	list, err := c.client.Containers(ctx, fmt.Sprintf("labels.%q", runtime.LabelInteractive))
 	if err != nil {
 		return fmt.Errorf("list interactive containers: %w", err)
 	}
@@ -197,7 +198,7 @@ func (c *Containerd) ReattachInteractive(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (c *Containerd) reattach(ctx context.Context, cont containerd.Container) error {
+func (c *Runtime) reattach(ctx context.Context, cont ctrdclient.Container) error {
 	c.mu.Lock()
 	_, known := c.attached[cont.ID()]
 	c.mu.Unlock()
@@ -208,7 +209,7 @@ func (c *Containerd) reattach(ctx context.Context, cont containerd.Container) er
 	if err != nil {
 		return fmt.Errorf("reattach %s: %w", cont.ID(), err)
 	}
-	a, err := newAttachIO(labels[LabelLogPath], labels[LabelInteractive], c.cfg.LogRotation)
+	a, err := newAttachIO(labels[runtime.LabelLogPath], labels[runtime.LabelInteractive], c.cfg.LogRotation)
 	if err != nil {
 		return fmt.Errorf("reattach %s: %w", cont.ID(), err)
 	}
@@ -221,7 +222,7 @@ func (c *Containerd) reattach(ctx context.Context, cont containerd.Container) er
 		a.log.Close()
 		return fmt.Errorf("reattach %s: %w", cont.ID(), err)
 	}
-	if st, err := task.Status(ctx); err != nil || st.Status != containerd.Running {
+	if st, err := task.Status(ctx); err != nil || st.Status != ctrdclient.Running {
 		a.log.io = task.IO()
 		a.Close()
 		return nil
@@ -237,12 +238,12 @@ func (c *Containerd) reattach(ctx context.Context, cont containerd.Container) er
 // container's output ends, stdout fails or ctx ends; with stdinOnce, the
 // end of this session's stdin closes the container's stdin. Containers
 // without stdin or tty give ErrNotAttachable.
-func (c *Containerd) Attach(ctx context.Context, id string, stdin io.Reader, stdout, stderr io.Writer, resize <-chan TerminalSize) error {
+func (c *Runtime) Attach(ctx context.Context, id string, stdin io.Reader, stdout, stderr io.Writer, resize <-chan runtime.TerminalSize) error {
 	c.mu.Lock()
 	a := c.attached[id]
 	c.mu.Unlock()
 	if a == nil {
-		return fmt.Errorf("attach to container %s: %w", id, ErrNotAttachable)
+		return fmt.Errorf("attach to container %s: %w", id, runtime.ErrNotAttachable)
 	}
 	var failed []chan struct{}
 	if stdout != nil {
@@ -287,7 +288,7 @@ func (c *Containerd) Attach(ctx context.Context, id string, stdin io.Reader, std
 
 // resizeTask applies terminal sizes to a container's task until resize
 // closes or ctx ends.
-func (c *Containerd) resizeTask(ctx context.Context, id string, resize <-chan TerminalSize) {
+func (c *Runtime) resizeTask(ctx context.Context, id string, resize <-chan runtime.TerminalSize) {
 	nctx := c.nsCtx(ctx)
 	for {
 		select {
