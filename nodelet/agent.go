@@ -387,7 +387,7 @@ func (a *Agent) importImages(ctx context.Context, rt *containerd.Runtime) error 
 				continue
 			}
 			p := filepath.Join(a.cfg.ImageDir, e.Name())
-			refs, err := containerd.ImportArchive(rt.Namespace(ctx), rt.Client(), p, "")
+			refs, err := rt.ImportArchive(ctx, p)
 			if err != nil {
 				return fmt.Errorf("nodelet: %w", err)
 			}

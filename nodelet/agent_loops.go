@@ -276,11 +276,11 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 }
 
 func runtimeVersion(ctx context.Context, rt *containerd.Runtime) string {
-	v, err := rt.Client().Version(ctx)
+	v, err := rt.Version(ctx)
 	if err != nil {
 		return "containerd://unknown"
 	}
-	return "containerd://" + v.Version
+	return "containerd://" + v
 }
 
 // readiness is the node's Ready condition: PLEG healthy and a CNI config.
@@ -335,7 +335,7 @@ func loopsHealthy(p *pleg.PLEG, rt *containerd.Runtime) func(context.Context) er
 }
 
 func containerdAnswers(ctx context.Context, rt *containerd.Runtime) error {
-	if _, err := rt.Client().Version(ctx); err != nil {
+	if _, err := rt.Version(ctx); err != nil {
 		return fmt.Errorf("containerd version: %w", err)
 	}
 	return nil

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	ctrdclient "github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/pkg/oci"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/runtime"
@@ -40,7 +38,7 @@ func BenchmarkGCIdle(b *testing.B) {
 	}
 	b.Cleanup(func() { rt.Close() })
 	importTestImages(b, rt, dir)
-	makeIdlePods(b, rt, 30)
+	makeIdlePods(b, addr, 30)
 	if pods, err := rt.PodStatuses(ctx); err != nil || len(pods) != 30 || len(pods[0].Containers) != 2 || len(pods[0].Sandboxes) != 1 {
 		b.Fatalf("the runtime sees %d pods (%v), want 30 with a sandbox and 2 containers each", len(pods), err)
 	}
@@ -79,8 +77,8 @@ func BenchmarkGCIdle(b *testing.B) {
 
 // makeIdlePods creates n pods' sandboxes and containers (no tasks: exited
 // instances, labelled as the runtime labels them).
-func makeIdlePods(b *testing.B, rt *containerd.Runtime, n int) {
-	ctx := rt.Namespace(context.Background())
+func makeIdlePods(b *testing.B, addr string, n int) {
+	create := runtimetest.ContainerRecords(b, addr, containerd.DefaultNamespace)
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	for i := range n {
 		uid := fmt.Sprintf("uid-%d", i)
@@ -97,12 +95,6 @@ func makeIdlePods(b *testing.B, rt *containerd.Runtime, n int) {
 			return l
 		}
 		sb := "sb-" + uid
-		create := func(id, image string, labels map[string]string) {
-			if _, err := rt.Client().NewContainer(ctx, id, ctrdclient.WithImageName(image),
-				ctrdclient.WithSpec(&oci.Spec{}), ctrdclient.WithContainerLabels(labels)); err != nil {
-				b.Fatal(err)
-			}
-		}
 		create(sb, images.PauseRef, with(map[string]string{runtime.LabelKind: "sandbox"}))
 		for _, name := range []string{"app", "sidecar"} {
 			create(name+"-"+uid, images.BusyboxRef, with(map[string]string{runtime.LabelKind: "container",

@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	ctrdclient "github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/pkg/oci"
-
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
@@ -85,11 +82,7 @@ func TestImageGCContainerd(t *testing.T) {
 	}
 	t.Cleanup(func() { rt.Close() })
 	importTestImages(t, rt, dir)
-	nsCtx := rt.Namespace(ctx)
-	if _, err := rt.Client().NewContainer(nsCtx, "uses-busybox", ctrdclient.WithImageName(images.BusyboxRef),
-		ctrdclient.WithSpec(&oci.Spec{})); err != nil {
-		t.Fatal(err)
-	}
+	runtimetest.ContainerRecords(t, addr, containerd.DefaultNamespace)("uses-busybox", images.BusyboxRef, nil)
 	before, err := rt.ListImages(ctx)
 	if err != nil || len(before) != 3 {
 		t.Fatalf("images before: %+v (%v), want 3", before, err)
@@ -121,7 +114,7 @@ func TestImageGCContainerd(t *testing.T) {
 	if want := []string{images.BusyboxRef, images.PauseRef}; !slices.Equal(names, want) {
 		t.Fatalf("images after gc: %v, want %v", names, want)
 	}
-	if _, err := rt.Client().GetImage(nsCtx, images.NginxRef); err == nil {
+	if rt.ImagePresent(ctx, images.NginxRef) {
 		t.Errorf("%s still in containerd", images.NginxRef)
 	}
 	status, err := nodeImages(ctx, rt.ListImages, time.Now)()
@@ -171,7 +164,7 @@ func importTestImages(t testing.TB, rt *containerd.Runtime, dir string) {
 		t.Fatal(err)
 	}
 	for _, tar := range []string{pauseTar, busyboxTar, nginxTar} {
-		if _, err := containerd.ImportArchive(rt.Namespace(context.Background()), rt.Client(), tar, ""); err != nil {
+		if _, err := rt.ImportArchive(context.Background(), tar); err != nil {
 			t.Fatal(err)
 		}
 	}

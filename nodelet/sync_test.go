@@ -212,7 +212,7 @@ func newNode(t *testing.T, base string) *node {
 	}
 	t.Cleanup(func() { n.rt.Close() })
 	for _, tar := range []string{pauseTar, busyboxTar} {
-		if _, err := containerd.ImportArchive(n.rt.Namespace(ctx), n.rt.Client(), tar, ""); err != nil {
+		if _, err := n.rt.ImportArchive(ctx, tar); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,9 +13,9 @@ import (
 // images, sandboxes and containers in, apart from anything else on the host.
 const DefaultNamespace = "nodelet"
 
-// Connect dials containerd at address and checks that it answers. The
+// connect dials containerd at address and checks that it answers. The
 // returned context carries the containerd namespace every call must use.
-func Connect(ctx context.Context, address, namespace string) (*ctrdclient.Client, context.Context, error) {
+func connect(ctx context.Context, address, namespace string) (*ctrdclient.Client, context.Context, error) {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}

@@ -366,9 +366,9 @@ func TestPortForward(t *testing.T) {
 // task in containerd.
 func killTask(t *testing.T, rt *containerd.Runtime, id string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(rt.Namespace(context.Background()), 20*time.Second)
+	ctx, cancel := context.WithTimeout(rt.NamespaceForTest(context.Background()), 20*time.Second)
 	defer cancel()
-	cont, err := rt.Client().LoadContainer(ctx, id)
+	cont, err := rt.ClientForTest().LoadContainer(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

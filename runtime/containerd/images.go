@@ -21,21 +21,23 @@ import (
 )
 
 // ImportArchive imports an image archive (OCI or docker format) into the
-// client's namespace (carried by ctx) and unpacks every imported image with
-// the snapshotter ("" is the default). It returns the imported names.
-func ImportArchive(ctx context.Context, client *ctrdclient.Client, path, snapshotter string) ([]string, error) {
+// runtime's namespace and unpacks every imported image with the runtime's
+// snapshotter, so containers can start from it without a pull (the pause
+// image, air-gapped nodes). It returns the imported names.
+func (c *Runtime) ImportArchive(ctx context.Context, path string) ([]string, error) {
+	ctx = c.nsCtx(ctx)
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("import image archive %s: %w", path, err)
 	}
 	defer f.Close()
-	imgs, err := client.Import(ctx, f)
+	imgs, err := c.client.Import(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("import image archive %s: %w", path, err)
 	}
 	refs := make([]string, 0, len(imgs))
 	for _, img := range imgs {
-		if err := ctrdclient.NewImage(client, img).Unpack(ctx, snapshotter); err != nil {
+		if err := ctrdclient.NewImage(c.client, img).Unpack(ctx, c.cfg.SnapshotterName); err != nil {
 			return nil, fmt.Errorf("unpack image %s from %s: %w", img.Name, path, err)
 		}
 		refs = append(refs, img.Name)

@@ -45,8 +45,8 @@ func newPullRuntime(t *testing.T, addr string, cfg containerd.Config) *container
 // removeImages deletes every image of the runtime's namespace.
 func removeImages(t *testing.T, rt *containerd.Runtime) {
 	t.Helper()
-	ctx := rt.Namespace(context.Background())
-	is := rt.Client().ImageService()
+	ctx := rt.NamespaceForTest(context.Background())
+	is := rt.ClientForTest().ImageService()
 	list, err := is.List(ctx)
 	if err != nil {
 		t.Errorf("list images: %v", err)
@@ -106,8 +106,8 @@ func checkPulled(t *testing.T, rt *containerd.Runtime, img runtime.Image, res ru
 		img.Size <= 0 || len(img.Config.Cmd) == 0 || img.Config.Cmd[0] != "sh" {
 		t.Errorf("image = %+v", img)
 	}
-	ctx := rt.Namespace(context.Background())
-	ci, err := rt.Client().GetImage(ctx, ref)
+	ctx := rt.NamespaceForTest(context.Background())
+	ci, err := rt.ClientForTest().GetImage(ctx, ref)
 	if err != nil {
 		t.Fatalf("pulled image %s not in containerd: %v", ref, err)
 	}

@@ -180,7 +180,7 @@ func (c *Runtime) EnsurePauseImage(ctx context.Context, ref, binPath, workDir st
 		return fmt.Errorf("build pause image %s: %w", name, err)
 	}
 	defer os.Remove(file)
-	if _, err := ImportArchive(ctx, c.client, file, c.cfg.SnapshotterName); err != nil {
+	if _, err := c.ImportArchive(ctx, file); err != nil {
 		return fmt.Errorf("import pause image %s: %w", name, err)
 	}
 	c.log.Info("pause image imported", "image", name, "binary", binPath)

@@ -104,7 +104,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	client, _, err := Connect(ctx, cfg.Address, cfg.Namespace)
+	client, _, err := connect(ctx, cfg.Address, cfg.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -114,11 +114,16 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}, nil
 }
 
-// Client is the underlying containerd client (for image import at start).
-func (c *Runtime) Client() *ctrdclient.Client { return c.client }
-
-// Namespace returns a context carrying the runtime's containerd namespace.
-func (c *Runtime) Namespace(ctx context.Context) context.Context { return c.nsCtx(ctx) }
+// Version is containerd's version (docker's and the CRI's
+// containerRuntimeVersion without the "containerd://"); asking it is also
+// how the node tells that containerd answers.
+func (c *Runtime) Version(ctx context.Context) (string, error) {
+	v, err := c.client.Version(c.nsCtx(ctx))
+	if err != nil {
+		return "", fmt.Errorf("ask containerd at %s for its version: %w", c.cfg.Address, err)
+	}
+	return v.Version, nil
+}
 
 // Close closes the connection; sandboxes and containers keep running.
 func (c *Runtime) Close() error {

@@ -64,7 +64,7 @@ func newFixture(t *testing.T, nodeLogger bool) *fixture {
 	}
 	f.rt = newRuntime(t, f.cfg)
 	for _, tar := range []string{pauseTar, busyboxTar} {
-		if _, err := containerd.ImportArchive(f.rt.Namespace(ctx), f.rt.Client(), tar, ""); err != nil {
+		if _, err := f.rt.ImportArchive(ctx, tar); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -322,13 +322,13 @@ func sameStatus(a, b *runtime.PodStatus) bool {
 // remains in the runtime's namespace (image snapshots stay).
 func assertNothingLeft(t *testing.T, rt *containerd.Runtime) {
 	t.Helper()
-	ctx := rt.Namespace(context.Background())
-	cs, err := rt.Client().Containers(ctx)
+	ctx := rt.NamespaceForTest(context.Background())
+	cs, err := rt.ClientForTest().Containers(ctx)
 	if err != nil || len(cs) != 0 {
 		t.Errorf("containers left: %d (%v)", len(cs), err)
 	}
 	var active []string
-	err = rt.Client().SnapshotService(defaults.DefaultSnapshotter).Walk(ctx, func(_ context.Context, info snapshots.Info) error {
+	err = rt.ClientForTest().SnapshotService(defaults.DefaultSnapshotter).Walk(ctx, func(_ context.Context, info snapshots.Info) error {
 		if info.Kind == snapshots.KindActive {
 			active = append(active, info.Name)
 		}
@@ -407,7 +407,7 @@ func TestNginxImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	imported, err := containerd.ImportArchive(f.rt.Namespace(ctx), f.rt.Client(), tar, "")
+	imported, err := f.rt.ImportArchive(ctx, tar)
 	if err != nil {
 		t.Fatal(err)
 	}

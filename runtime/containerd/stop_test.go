@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/runtime"
-	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/test/images"
 )
 
@@ -22,7 +21,7 @@ func TestStopSignalFromImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := containerd.ImportArchive(f.rt.Namespace(ctx), f.rt.Client(), tar, ""); err != nil {
+	if _, err := f.rt.ImportArchive(ctx, tar); err != nil {
 		t.Fatal(err)
 	}
 	nginx, err := f.rt.EnsureImage(ctx, images.NginxRef, corev1.PullNever)

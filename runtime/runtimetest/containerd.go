@@ -164,9 +164,9 @@ func waitReady(t testing.TB, sock string, exited <-chan error, logPath string) {
 	}
 }
 
-// answers tells whether containerd at sock replies to a version call. It
-// does what runtime.Connect does; runtime's own tests import this package,
-// so it cannot import runtime.
+// answers tells whether containerd at sock replies to a version call, as
+// containerd.New checks when it connects; runtime/containerd's own tests
+// import this package, so it does not import runtime/containerd.
 func answers(sock string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

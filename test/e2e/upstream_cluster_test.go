@@ -33,9 +33,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	ctrdclient "github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/pkg/namespaces"
-
 	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
@@ -457,14 +454,15 @@ func importUpstreamImages(b testing.TB, addr, dir string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	client, err := ctrdclient.New(addr, ctrdclient.WithTimeout(10*time.Second))
+	// The CRI plugin unpacks with overlayfs; a runtime in its namespace
+	// imports there.
+	rt, err := containerd.New(context.Background(), containerd.Config{Address: addr, Namespace: "k8s.io", SnapshotterName: "overlayfs"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer client.Close()
-	ctx := namespaces.WithNamespace(context.Background(), "k8s.io")
+	defer rt.Close()
 	for _, archive := range []string{busybox, pause} {
-		if _, err := containerd.ImportArchive(ctx, client, archive, "overlayfs"); err != nil {
+		if _, err := rt.ImportArchive(context.Background(), archive); err != nil {
 			b.Fatal(err)
 		}
 	}
