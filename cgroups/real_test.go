@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/hosttools"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 const cgroupMount = "/sys/fs/cgroup"
@@ -62,9 +63,7 @@ func cgroupHierarchies(t *testing.T) []string {
 // removal from every hierarchy.
 func testCgroupRoot(t *testing.T) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("this test manipulates real cgroups and must run as root")
-	}
+	testkit.RequireRoot(t, "manipulates real cgroups")
 	b := make([]byte, 6)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)

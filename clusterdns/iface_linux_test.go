@@ -4,58 +4,16 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"os"
-	goruntime "runtime"
 	"slices"
 	"testing"
 
 	"github.com/miekg/dns"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-)
 
-// inNewNetns runs f on a thread inside a network namespace of its own
-// (gone with the test), so addresses never touch the host's.
-func inNewNetns(t *testing.T, f func()) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatalf("the cluster DNS interface tests need root (a network namespace); running as uid %d", os.Geteuid())
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		goruntime.LockOSThread() // unlocked only once back in the original namespace
-		orig, err := netns.Get()
-		if err != nil {
-			t.Errorf("current netns: %v", err)
-			return
-		}
-		defer orig.Close()
-		ns, err := netns.New()
-		if err != nil {
-			t.Errorf("new netns: %v", err)
-			return
-		}
-		defer func() {
-			ns.Close()
-			if err := netns.Set(orig); err == nil {
-				goruntime.UnlockOSThread()
-			}
-		}()
-		lo, err := netlink.LinkByName("lo")
-		if err == nil {
-			err = netlink.LinkSetUp(lo)
-		}
-		if err != nil {
-			t.Errorf("lo up: %v", err)
-			return
-		}
-		f()
-	}()
-	<-done
-}
+	"github.com/nodelet/nodelet/test/testkit"
+)
 
 // addrsOf lists the /32 (/128) IPv4 addresses the package considers its own.
 func ownIPs(t *testing.T) []string {
@@ -79,7 +37,7 @@ func ownIPs(t *testing.T) []string {
 }
 
 func TestAddressesInNetns(t *testing.T) {
-	inNewNetns(t, func() {
+	testkit.InNewNetns(t, func() {
 		// An address of the host's own on lo must survive everything.
 		lo, _ := netlink.LinkByName("lo")
 		other := &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(10, 1, 2, 3), Mask: net.CIDRMask(32, 32)}}

@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/nodelet/nodelet/hosttools"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 const testPodCIDR = "10.244.7.0/24"
@@ -88,7 +89,8 @@ func assertGone(t *testing.T, n *Network, id, ip string) {
 }
 
 func TestPodNetworkLifecycle(t *testing.T) {
-	inNodeNetns(t, func(t *testing.T, base string) {
+	requireRootNetTools(t)
+	testkit.InNodeNetns(t, func(t *testing.T, base string) {
 		ctx := context.Background()
 		n := setupTestNetwork(t, base, testPodCIDR)
 		prefix := netip.MustParsePrefix(testPodCIDR)
@@ -155,7 +157,8 @@ func TestPodNetworkLifecycle(t *testing.T) {
 }
 
 func TestTeardownWithoutCNIRecord(t *testing.T) {
-	inNodeNetns(t, func(t *testing.T, base string) {
+	requireRootNetTools(t)
+	testkit.InNodeNetns(t, func(t *testing.T, base string) {
 		n := setupTestNetwork(t, base, testPodCIDR)
 		p := testPod("cccc3333")
 		res := mustSetup(t, n, p)
@@ -172,7 +175,8 @@ func TestTeardownWithoutCNIRecord(t *testing.T) {
 }
 
 func TestSetupPodRollsBackOnFailure(t *testing.T) {
-	inNodeNetns(t, func(t *testing.T, base string) {
+	requireRootNetTools(t)
+	testkit.InNodeNetns(t, func(t *testing.T, base string) {
 		// A /30 holds the gateway and a single pod: the second ADD fails.
 		n := setupTestNetwork(t, base, "10.244.9.0/30")
 		first := mustSetup(t, n, testPod("dddd4444"))
@@ -210,7 +214,8 @@ func bridgePorts(t *testing.T, bridge string) []string {
 }
 
 func TestReconcileReleasesLeaks(t *testing.T) {
-	inNodeNetns(t, func(t *testing.T, base string) {
+	requireRootNetTools(t)
+	testkit.InNodeNetns(t, func(t *testing.T, base string) {
 		ctx := context.Background()
 		n := setupTestNetwork(t, base, testPodCIDR)
 		leaked, live := testPod("ffff6666"), testPod("99997777")
@@ -255,7 +260,8 @@ func TestReconcileReleasesLeaks(t *testing.T) {
 }
 
 func TestConcurrentPodsAndRestartReconcile(t *testing.T) {
-	inNodeNetns(t, func(t *testing.T, base string) {
+	requireRootNetTools(t)
+	testkit.InNodeNetns(t, func(t *testing.T, base string) {
 		ctx := context.Background()
 		n := setupTestNetwork(t, base, testPodCIDR)
 		const pods = 12

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodelet/nodelet/hosttools"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // The routes tests act in network namespaces they create under a
@@ -29,9 +30,7 @@ import (
 // namespace left behind fails the test.
 func routesTestNetNS(t *testing.T, name string) (string, *netlink.Handle) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatalf("routes tests need root (netns, routes, nftables); running as uid %d", os.Geteuid())
-	}
+	testkit.RequireRoot(t, "netns, routes, nftables")
 	if err := hosttools.Check("nsenter", "nft"); err != nil {
 		t.Fatal(err)
 	}

@@ -2,12 +2,11 @@ package nodestatus
 
 import (
 	"net"
-	"os"
-	goruntime "runtime"
 	"testing"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 func TestServerIP(t *testing.T) {
@@ -29,24 +28,10 @@ func TestServerIP(t *testing.T) {
 // interfaces: the default route on one, the API server's subnet on the
 // other. The node's address is the second's.
 func TestRouteIPTo(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root (network namespaces)")
-	}
-	goruntime.LockOSThread()
-	// The thread ends with the test goroutine instead of going back to
-	// the pool in the test's namespace.
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	defer netns.Set(orig) // the namespace goes with its last reference
+	testkit.InNewNetns(t, func() { testRouteIPTo(t) })
+}
 
+func testRouteIPTo(t *testing.T) {
 	addVeth := func(name, peer, cidr string) netlink.Link {
 		la := netlink.NewLinkAttrs()
 		la.Name = name

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	goruntime "runtime"
 	"slices"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/nodelet/nodelet/hosttools"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // testNetns makes a network namespace for the test (lo up, a veth pair
@@ -29,9 +29,7 @@ import (
 // the test ends. It returns its path.
 func testNetns(t testing.TB) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatalf("the proxy tests need root (ip netns, nftables); running as uid %d", os.Geteuid())
-	}
+	testkit.RequireRoot(t, "ip netns, nftables")
 	if err := hosttools.Check("ip", "nft", "nsenter"); err != nil {
 		t.Fatal(err)
 	}

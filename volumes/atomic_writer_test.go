@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 func TestValidatePath(t *testing.T) {
@@ -231,7 +233,7 @@ func TestAtomicWriterRecovers(t *testing.T) {
 }
 
 func TestAtomicWriterFSGroup(t *testing.T) {
-	requireRoot(t)
+	testkit.RequireRoot(t, "sets volumes up: mounts, ownership, device nodes")
 	dir := t.TempDir()
 	gid := int64(4321)
 	w := &AtomicWriter{Dir: dir, FSGroup: &gid}

@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // readVisible reads a volume file and checks it is a link into ..data.
@@ -52,7 +54,7 @@ func checkNoMountsBelow(t *testing.T, dir string) {
 }
 
 func TestSecretVolumeOnTmpfs(t *testing.T) {
-	requireRoot(t)
+	testkit.RequireRoot(t, "sets volumes up: mounts, ownership, device nodes")
 	ctx := context.Background()
 	src := newFakeSources()
 	src.setSecret("ns", "s", map[string]string{"token": "abc", "other": "x"})
@@ -142,7 +144,7 @@ func checkSecretGoneAndRemount(t *testing.T, m *Manager, src *fakeSources, pod *
 }
 
 func TestConfigMapDownwardProjectedUpdate(t *testing.T) {
-	requireRoot(t)
+	testkit.RequireRoot(t, "sets volumes up: mounts, ownership, device nodes")
 	ctx := context.Background()
 	src := newFakeSources()
 	src.setConfigMap("ns", "cm", map[string]string{"a": "1", "b": "2"})
@@ -205,7 +207,7 @@ func TestConfigMapDownwardProjectedUpdate(t *testing.T) {
 }
 
 func TestProjectionSetupFailures(t *testing.T) {
-	requireRoot(t)
+	testkit.RequireRoot(t, "sets volumes up: mounts, ownership, device nodes")
 	ctx := context.Background()
 	m, _ := newManagerCfg(t, Config{Sources: newFakeSources()})
 	pod := testPod("uid-fail", corev1.Volume{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{

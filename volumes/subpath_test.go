@@ -10,6 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 func TestSubPath(t *testing.T) {
@@ -134,7 +136,7 @@ func TestOpenSubPathStaysInVolume(t *testing.T) {
 }
 
 func TestPrepareSubPath(t *testing.T) {
-	requireRoot(t)
+	testkit.RequireRoot(t, "sets volumes up: mounts, ownership, device nodes")
 	ctx := context.Background()
 	m, _ := newManager(t)
 	pod := testPod("uid-sub", corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
@@ -225,7 +227,7 @@ func checkSubPathFile(t *testing.T, m *Manager, pod *corev1.Pod, mnt Mount) {
 }
 
 func TestPrepareSubPathOfConfigMapKey(t *testing.T) {
-	requireRoot(t)
+	testkit.RequireRoot(t, "sets volumes up: mounts, ownership, device nodes")
 	ctx := context.Background()
 	src := newFakeSources()
 	src.setConfigMap("ns", "cm", map[string]string{"app.conf": "v1"})

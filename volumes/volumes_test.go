@@ -15,14 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-)
 
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("this test mounts tmpfs and creates device nodes: it must run as root")
-	}
-}
+	"github.com/nodelet/nodelet/test/testkit"
+)
 
 // newManager returns a Manager rooted in a temporary directory; whatever
 // the test leaves mounted there is unmounted before the directory goes.
@@ -78,7 +73,7 @@ func mountsOn(t *testing.T, dir string) []mountEntry {
 }
 
 func TestEmptyDirOnDisk(t *testing.T) {
-	requireRoot(t)
+	testkit.RequireRoot(t, "sets volumes up: mounts, ownership, device nodes")
 	m, root := newManager(t)
 	old := unix.Umask(0o022)
 	defer unix.Umask(old)
@@ -122,7 +117,7 @@ func TestEmptyDirOnDisk(t *testing.T) {
 }
 
 func TestEmptyDirMemory(t *testing.T) {
-	requireRoot(t)
+	testkit.RequireRoot(t, "sets volumes up: mounts, ownership, device nodes")
 	m, _ := newManager(t)
 	limit := resource.MustParse("8Mi")
 	pod := testPod("uid-mem", corev1.Volume{Name: "cache", VolumeSource: corev1.VolumeSource{
@@ -181,7 +176,7 @@ func TestEmptyDirMemory(t *testing.T) {
 }
 
 func TestEmptyDirMemoryStacked(t *testing.T) {
-	requireRoot(t)
+	testkit.RequireRoot(t, "sets volumes up: mounts, ownership, device nodes")
 	m, _ := newManager(t)
 	pod := testPod("uid-stack", corev1.Volume{Name: "v", VolumeSource: corev1.VolumeSource{
 		EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
@@ -235,7 +230,7 @@ func TestTmpfsSize(t *testing.T) {
 }
 
 func TestHostPathTypes(t *testing.T) {
-	requireRoot(t)
+	testkit.RequireRoot(t, "sets volumes up: mounts, ownership, device nodes")
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
@@ -289,7 +284,7 @@ func TestHostPathTypes(t *testing.T) {
 }
 
 func TestHostPathCreate(t *testing.T) {
-	requireRoot(t)
+	testkit.RequireRoot(t, "sets volumes up: mounts, ownership, device nodes")
 	m, _ := newManager(t)
 	base := t.TempDir()
 	old := unix.Umask(0)

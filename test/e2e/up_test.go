@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodelet/nodelet/hosttools"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // upPhases are the phases `make up` announces, in order.
@@ -43,9 +44,7 @@ var (
 // node and control plane report one version, and that Ctrl-C leaves
 // nothing behind.
 func TestMakeUp(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("TestMakeUp needs root (make up runs a node)")
-	}
+	testkit.RequireRoot(t, "make up runs a node")
 	b := make([]byte, 3)
 	rand.Read(b)
 	id := "nlup-" + hex.EncodeToString(b)
