@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // The tests' cluster: a ClusterIP Service (dual-stack), a headless one
@@ -379,26 +381,15 @@ func TestRecordsFollowInformers(t *testing.T) {
 	if _, err := client.CoreV1().Services("team").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	testkit.Eventually(t, 5*time.Second, "api.team in the answers", func() bool {
 		return slices.Equal(answers(query(t, ts.addr, "udp", "api.team.svc.cluster.local.", dns.TypeA).Answer), []string{"A 10.96.0.77"})
 	})
 	if err := client.CoreV1().Services("team").Delete(ctx, "api", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	testkit.Eventually(t, 5*time.Second, "api.team gone (NXDOMAIN)", func() bool {
 		return query(t, ts.addr, "udp", "api.team.svc.cluster.local.", dns.TypeA).Rcode == dns.RcodeNameError
 	})
-}
-
-func waitFor(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // Other names go to the upstream, are cached for their TTL (counted down)
@@ -578,7 +569,7 @@ func TestRunOnLoopback(t *testing.T) {
 			ResolvConf: conf, Port: port, KeepAddresses: true})
 	}()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	waitFor(t, func() bool {
+	testkit.Eventually(t, 5*time.Second, "the server answering", func() bool {
 		m := new(dns.Msg)
 		m.SetQuestion("kubernetes.default.svc.cluster.local.", dns.TypeA)
 		r, _, err := (&dns.Client{Timeout: 200 * time.Millisecond}).Exchange(m, addr)

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // startLogger runs a Logger on dir until the returned stop is called.
@@ -20,7 +22,7 @@ func startLogger(t *testing.T, dir string, idleExit bool) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- l.Run(ctx) }()
-	waitFor(t, "logger socket", func() bool { return fileExists(SocketPath(dir)) })
+	testkit.Eventually(t, 5*time.Second, "logger socket", func() bool { return fileExists(SocketPath(dir)) })
 	stopped := false
 	stop = func() error {
 		if stopped {
@@ -32,16 +34,6 @@ func startLogger(t *testing.T, dir string, idleExit bool) (stop func() error) {
 	}
 	t.Cleanup(func() { stop() })
 	return stop
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 // shimSide opens a FIFO's write end as containerd's shim does (and a read
@@ -95,7 +87,7 @@ func TestLoggerCopiesUntilEOF(t *testing.T) {
 	ow.WriteString("ld\nno newline")
 	closeOut()
 	closeErr()
-	waitFor(t, "stream to end", func() bool { return !fileExists(filepath.Join(dir, "streams", "c1.json")) })
+	testkit.Eventually(t, 5*time.Second, "stream to end", func() bool { return !fileExists(filepath.Join(dir, "streams", "c1.json")) })
 	var outs, errs []string
 	for _, l := range logLines(t, logPath) {
 		if s, ok := strings.CutPrefix(l, "stdout "); ok {
@@ -126,7 +118,7 @@ func TestLoggerResumes(t *testing.T) {
 	ow, closeOut := shimSide(t, stdout)
 	_, closeErr := shimSide(t, stderr)
 	ow.WriteString("before\n")
-	waitFor(t, "first line", func() bool { return len(logLines(t, logPath)) == 1 })
+	testkit.Eventually(t, 5*time.Second, "first line", func() bool { return len(logLines(t, logPath)) == 1 })
 	c.close()
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -139,7 +131,7 @@ func TestLoggerResumes(t *testing.T) {
 	ow.WriteString("after\n")
 	closeOut()
 	closeErr()
-	waitFor(t, "stream to end", func() bool { return !fileExists(filepath.Join(dir, "streams", "c1.json")) })
+	testkit.Eventually(t, 5*time.Second, "stream to end", func() bool { return !fileExists(filepath.Join(dir, "streams", "c1.json")) })
 	if got := strings.Join(logLines(t, logPath), "|"); got != "stdout before|stdout while down|stdout after" {
 		t.Errorf("log lines %q", got)
 	}
@@ -161,7 +153,7 @@ func TestLoggerResumeWriterGone(t *testing.T) {
 	closeOut()
 	closeErr()
 	startLogger(t, dir, false)
-	waitFor(t, "resumed stream to end", func() bool { return !fileExists(filepath.Join(dir, "streams", "c1.json")) })
+	testkit.Eventually(t, 5*time.Second, "resumed stream to end", func() bool { return !fileExists(filepath.Join(dir, "streams", "c1.json")) })
 }
 
 // Remove of a container whose task never opened its FIFOs does not hang.

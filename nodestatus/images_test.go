@@ -9,6 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 func TestImageList(t *testing.T) {
@@ -66,7 +68,7 @@ func TestStatusImages(t *testing.T) {
 	second := first[:1]
 	imgs.Store(&second)
 	h.step(t, 10*time.Second)
-	eventually(t, "one image in the status", func() bool { return len(h.node(t).Status.Images) == 1 })
+	testkit.Eventually(t, 10*time.Second, "one image in the status", func() bool { return len(h.node(t).Status.Images) == 1 })
 	if c := calls.Load(); c > 6 {
 		t.Errorf("images listed %d times in 4 status updates", c)
 	}

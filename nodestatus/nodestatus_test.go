@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -77,18 +78,6 @@ func (h *harness) run(t *testing.T) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
-// eventually polls cond for up to 10 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func (h *harness) node(t *testing.T) *corev1.Node {
 	t.Helper()
 	n, err := h.cs.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
@@ -113,7 +102,7 @@ func condition(n *corev1.Node, typ corev1.NodeConditionType) *corev1.NodeConditi
 func (h *harness) waitReady(t *testing.T, status corev1.ConditionStatus) *corev1.Node {
 	t.Helper()
 	var n *corev1.Node
-	eventually(t, "Ready="+string(status), func() bool {
+	testkit.Eventually(t, 10*time.Second, "Ready="+string(status), func() bool {
 		n = h.node(t)
 		c := condition(n, corev1.NodeReady)
 		return c != nil && c.Status == status
@@ -125,7 +114,7 @@ func (h *harness) waitReady(t *testing.T, status corev1.ConditionStatus) *corev1
 // returns after the status sync of that tick read readiness.
 func (h *harness) step(t *testing.T, d time.Duration) {
 	t.Helper()
-	eventually(t, "tickers", func() bool { return h.clock.Waiters() >= 2 })
+	testkit.Eventually(t, 10*time.Second, "tickers", func() bool { return h.clock.Waiters() >= 2 })
 	for len(h.calls) > 0 {
 		<-h.calls
 	}
@@ -207,7 +196,7 @@ func TestLeaseRenewed(t *testing.T) {
 			return err == nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.Time.Equal(want)
 		}
 	}
-	eventually(t, "lease created", renewedAt(t0))
+	testkit.Eventually(t, 10*time.Second, "lease created", renewedAt(t0))
 	l, err := leases.Get(context.Background(), "n1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -220,14 +209,14 @@ func TestLeaseRenewed(t *testing.T) {
 	}
 	for i := 1; i <= 2; i++ {
 		h.step(t, 10*time.Second)
-		eventually(t, "lease renewed", renewedAt(t0.Add(time.Duration(i)*10*time.Second)))
+		testkit.Eventually(t, 10*time.Second, "lease renewed", renewedAt(t0.Add(time.Duration(i)*10*time.Second)))
 	}
 	// A lease deleted behind our back is created again.
 	if err := leases.Delete(context.Background(), "n1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	h.step(t, 10*time.Second)
-	eventually(t, "lease re-created", renewedAt(t0.Add(30*time.Second)))
+	testkit.Eventually(t, 10*time.Second, "lease re-created", renewedAt(t0.Add(30*time.Second)))
 }
 
 func TestNotReadyAndReportFrequency(t *testing.T) {
@@ -261,7 +250,7 @@ func TestNotReadyAndReportFrequency(t *testing.T) {
 	}
 	// After StatusReportFrequency the status is written even unchanged.
 	h.step(t, 5*time.Minute)
-	eventually(t, "periodic report", func() bool {
+	testkit.Eventually(t, 10*time.Second, "periodic report", func() bool {
 		c := condition(h.node(t), corev1.NodeReady)
 		return c.LastHeartbeatTime.Time.Equal(want.Add(5*time.Minute)) && c.LastTransitionTime.Time.Equal(want)
 	})
@@ -362,13 +351,13 @@ func TestPressureChangeWritesStatusAtOnce(t *testing.T) {
 	h.run(t)
 	h.waitReady(t, corev1.ConditionTrue)
 	// The lease is renewed after the first status sync: the loop waits.
-	eventually(t, "the lease", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the lease", func() bool {
 		_, err := h.cs.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), "n1", metav1.GetOptions{})
 		return err == nil
 	})
 	disk.Store(true)
 	changed <- struct{}{}
-	eventually(t, "DiskPressure=True", func() bool {
+	testkit.Eventually(t, 10*time.Second, "DiskPressure=True", func() bool {
 		c := condition(h.node(t), corev1.NodeDiskPressure)
 		return c != nil && c.Status == corev1.ConditionTrue
 	})

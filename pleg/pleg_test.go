@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 func ctr(id string, st runtime.State) runtime.ContainerStatus {
@@ -288,9 +289,9 @@ func TestRunRelistsOnPeriodAndHints(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	waitFor(t, func() bool { return rt.count() == 1 && clk.HasWaiters() })
+	testkit.Eventually(t, 5*time.Second, "the first relist", func() bool { return rt.count() == 1 && clk.HasWaiters() })
 	clk.Step(time.Second)
-	waitFor(t, func() bool { return rt.count() == 2 && clk.HasWaiters() })
+	testkit.Eventually(t, 5*time.Second, "the second relist", func() bool { return rt.count() == 2 && clk.HasWaiters() })
 	rt.set(nil, pod("p", nil, ctr("a", runtime.StateRunning)))
 	hints <- struct{}{} // no clock step: the hint alone relists
 	select {
@@ -302,7 +303,7 @@ func TestRunRelistsOnPeriodAndHints(t *testing.T) {
 		t.Fatal("a runtime hint did not trigger a relist")
 	}
 	close(hints) // a closed stream must not spin
-	waitFor(t, func() bool { return clk.HasWaiters() })
+	testkit.Eventually(t, 5*time.Second, "the relist loop waiting on the clock", func() bool { return clk.HasWaiters() })
 	n := rt.count()
 	time.Sleep(20 * time.Millisecond)
 	if rt.count() > n+1 {
@@ -316,16 +317,5 @@ func TestRunRelistsOnPeriodAndHints(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not stop")
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

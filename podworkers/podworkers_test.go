@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // call is one recorded Syncer call.
@@ -167,7 +169,7 @@ func TestPodsRunInParallel(t *testing.T) {
 	w.Update(UpdateOptions{Pod: pod("b", "1")})
 	f.next(t)
 	f.next(t)
-	waitFor(t, func() bool {
+	testkit.Eventually(t, 5*time.Second, "no sync in flight", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.inflight["a"] == 0 && f.inflight["b"] == 0
@@ -199,7 +201,7 @@ func TestKillCancelsSyncThenTerminatingThenTerminated(t *testing.T) {
 	if c := f.next(t); c.op != "terminated" {
 		t.Fatalf("got %+v, want terminated", c)
 	}
-	waitFor(t, func() bool { return !w.Lifecycle().State("a").Worker })
+	testkit.Eventually(t, 5*time.Second, "no worker", func() bool { return !w.Lifecycle().State("a").Worker })
 	if l := w.Lifecycle(); !l.Terminated("a") || l.ContentRemovable("a") || !l.Known("a") || l.Active("a") {
 		t.Fatalf("terminated=%v remove=%v known=%v active=%v, want true,false,true,false (still in the API)",
 			l.Terminated("a"), l.ContentRemovable("a"), l.Known("a"), l.Active("a"))
@@ -253,7 +255,7 @@ func TestFinishedSyncTerminatesThePod(t *testing.T) {
 			t.Fatalf("got %+v, want %s", c, want)
 		}
 	}
-	waitUntil(t, func() bool { return w.Lifecycle().Terminated(p.UID) })
+	testkit.Eventually(t, 5*time.Second, "pod terminated", func() bool { return w.Lifecycle().Terminated(p.UID) })
 	w.Update(UpdateOptions{Pod: pod("a", "2")})
 	f.expectNone(t, 200*time.Millisecond)
 }
@@ -268,7 +270,7 @@ func TestOrphanRemoveGoesStraightToTermination(t *testing.T) {
 	if c := f.next(t); c.op != "terminated" {
 		t.Fatalf("got %+v", c)
 	}
-	waitFor(t, func() bool { return !w.Lifecycle().Known("o") })
+	testkit.Eventually(t, 5*time.Second, "the orphan forgotten", func() bool { return !w.Lifecycle().Known("o") })
 	if l := w.Lifecycle(); !l.ContentRemovable("o") || l.Terminated("o") {
 		t.Fatal("a removed orphan must be forgotten")
 	}
@@ -334,17 +336,17 @@ func TestResyncAndBackoffUseTheClock(t *testing.T) {
 	w := newWorkers(t, f, Config{Clock: clk, ResyncInterval: 10 * time.Second, BackoffBase: time.Second})
 	w.Update(UpdateOptions{Pod: pod("a", "1")})
 	f.next(t)
-	waitFor(t, clk.HasWaiters)
+	testkit.Eventually(t, 5*time.Second, "the worker waiting on the clock", clk.HasWaiters)
 	clk.Step(9 * time.Second)
 	f.expectNone(t, 50*time.Millisecond)
 	clk.Step(time.Second)
 	if c := f.next(t); c.rv != "1" {
 		t.Fatalf("resync got %+v", c)
 	}
-	waitFor(t, clk.HasWaiters)
+	testkit.Eventually(t, 5*time.Second, "the worker waiting on the clock", clk.HasWaiters)
 	w.Update(UpdateOptions{Pod: pod("a", "2")}) // fails once
 	f.next(t)
-	waitFor(t, clk.HasWaiters)
+	testkit.Eventually(t, 5*time.Second, "the worker waiting for the backoff", clk.HasWaiters)
 	clk.Step(time.Second) // the backoff, far shorter than the resync
 	if c := f.next(t); c.rv != "2" {
 		t.Fatalf("retry got %+v", c)
@@ -365,13 +367,13 @@ func TestResyncAfterShortensTheNextWait(t *testing.T) {
 	w := newWorkers(t, f, Config{Clock: clk, ResyncInterval: 10 * time.Second})
 	w.Update(UpdateOptions{Pod: pod("a", "1")})
 	f.next(t)
-	waitFor(t, clk.HasWaiters)
+	testkit.Eventually(t, 5*time.Second, "the worker waiting on the clock", clk.HasWaiters)
 	clk.Step(2 * time.Second)
 	f.expectNone(t, 50*time.Millisecond)
 	clk.Step(time.Second)
 	f.next(t)
 	// Used once: the wait after that sync is the resync interval again.
-	waitFor(t, clk.HasWaiters)
+	testkit.Eventually(t, 5*time.Second, "the worker waiting on the clock", clk.HasWaiters)
 	clk.Step(3 * time.Second)
 	f.expectNone(t, 50*time.Millisecond)
 	clk.Step(7 * time.Second)
@@ -412,26 +414,6 @@ func TestShutdownLeavesPodsAlone(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	for start := time.Now(); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("condition not met within 5s")
-		}
-	}
-}
-
 // The Board shows each step of a pod's life to readers that were given it
 // before the workers existed.
 func TestLifecycleIsPublishedOnTheBoard(t *testing.T) {
@@ -458,7 +440,7 @@ func TestLifecycleIsPublishedOnTheBoard(t *testing.T) {
 	}
 	old := board.Lifecycle()
 	close(release)
-	waitFor(t, func() bool { return !board.Lifecycle().Known("a") })
+	testkit.Eventually(t, 5*time.Second, "the pod forgotten", func() bool { return !board.Lifecycle().Known("a") })
 	if !old.Known("a") || old.Terminated("a") {
 		t.Fatal("a snapshot changed after it was taken")
 	}

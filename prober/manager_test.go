@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // harness is a Manager with running workers, a fake clock and a fake
@@ -75,18 +77,7 @@ func (h *harness) waitSync(t *testing.T) {
 // waitWaiters waits until n timers or tickers wait on the fake clock.
 func (h *harness) waitWaiters(t *testing.T, n int) {
 	t.Helper()
-	eventually(t, func() bool { return h.clock.Waiters() >= n })
-}
-
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, waitLimit, fmt.Sprintf("%d clock waiters", n), func() bool { return h.clock.Waiters() >= n })
 }
 
 // TestLivenessEndToEnd: a failing liveness probe runs every period and
@@ -122,7 +113,7 @@ func TestStartupTriggersReadiness(t *testing.T) {
 	})
 	h.m.UpdatePod(pod, "", []ContainerState{running("app", "c1", t0)})
 	// The readiness period is an hour of a clock that does not move.
-	eventually(t, func() bool { return h.m.Results(pod.UID)["app"].Ready })
+	testkit.Eventually(t, waitLimit, "app ready", func() bool { return h.m.Results(pod.UID)["app"].Ready })
 }
 
 // TestInitialDelayTimer: the first probe runs when the initial delay ends,
@@ -208,13 +199,13 @@ func TestStopEndsWorkers(t *testing.T) {
 	}
 	h.clock.Step(time.Second)
 	h.m.RemovePod("uid-0")
-	eventually(t, func() bool { return live.Load() == 27 })
+	testkit.Eventually(t, waitLimit, "27 live probes", func() bool { return live.Load() == 27 })
 	h.m.Stop()
 	if n := live.Load(); n != 0 {
 		t.Errorf("%d workers still run after Stop", n)
 	}
 	// A goroutine lingers for a moment after its wg.Done.
-	eventually(t, func() bool { return runtime.NumGoroutine() <= base })
+	testkit.Eventually(t, waitLimit, "the probe goroutines gone", func() bool { return runtime.NumGoroutine() <= base })
 	pod := testPod(corev1.Container{Name: "app", ReadinessProbe: execProbe("ready", nil)})
 	pod.DeletionTimestamp = &metav1.Time{Time: t0}
 	h.m.UpdatePod(pod, "", []ContainerState{running("app", "c99", t0)})

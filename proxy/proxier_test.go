@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 type fakeApplier struct {
@@ -44,7 +46,7 @@ func TestSyncLoopCoalesces(t *testing.T) {
 		s.loop(ctx, kick, func() ([]*corev1.Service, []*discoveryv1.EndpointSlice, Options) { return nil, nil, Options{} })
 		close(done)
 	}()
-	waitFor(t, func() bool { return f.count() == 1 })
+	testkit.Eventually(t, 5*time.Second, "the first sync", func() bool { return f.count() == 1 })
 	for range 50 { // a burst, as 50 EndpointSlice events
 		select {
 		case kick <- struct{}{}:
@@ -52,7 +54,7 @@ func TestSyncLoopCoalesces(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	waitFor(t, func() bool { return f.count() >= 2 })
+	testkit.Eventually(t, 5*time.Second, "one more sync", func() bool { return f.count() >= 2 })
 	time.Sleep(500 * time.Millisecond)
 	cancel()
 	<-done
@@ -76,18 +78,7 @@ func TestSyncLoopResyncs(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.loop(ctx, make(chan struct{}), func() ([]*corev1.Service, []*discoveryv1.EndpointSlice, Options) { return nil, nil, Options{} })
-	waitFor(t, func() bool { return f.count() >= 3 })
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, "three syncs", func() bool { return f.count() >= 3 })
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // warnings is a slog handler that records warnings and errors.
@@ -129,24 +130,13 @@ func (w *writes) get() (int, *corev1.Pod, bool) {
 // waitWrites waits for n writes, then checks that no more come.
 func (w *writes) waitWrites(t *testing.T, n int) *corev1.Pod {
 	t.Helper()
-	mwaitFor(t, func() bool { got, _, _ := w.get(); return got >= n })
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%d status writes", n), func() bool { got, _, _ := w.get(); return got >= n })
 	time.Sleep(300 * time.Millisecond)
 	got, last, _ := w.get()
 	if got != n {
 		t.Fatalf("%d status writes, want %d", got, n)
 	}
 	return last
-}
-
-func mwaitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func mcond(t corev1.PodConditionType, s corev1.ConditionStatus) corev1.PodCondition {
@@ -239,7 +229,7 @@ func TestManagerCoalescesUpdates(t *testing.T) {
 	for i := 50; i < 150; i++ {
 		e.m.SetPodStatus(pod, step(i))
 	}
-	mwaitFor(t, func() bool { _, last, _ := w.get(); return last.Status.Message == "step 149" })
+	testkit.Eventually(t, 10*time.Second, "the last status written", func() bool { _, last, _ := w.get(); return last.Status.Message == "step 149" })
 	time.Sleep(200 * time.Millisecond)
 	n, last, _ := w.get()
 	if last.Status.Message != "step 149" || n > 40 {
@@ -271,7 +261,7 @@ func TestManagerTerminateThenConfirmDelete(t *testing.T) {
 	}
 	// The pod worker stopped the containers.
 	e.m.TerminatePod(pod)
-	mwaitFor(t, func() bool { _, _, deleted := w.get(); return deleted })
+	testkit.Eventually(t, 10*time.Second, "the pod deleted", func() bool { _, _, deleted := w.get(); return deleted })
 	_, last, _ := w.get()
 	cs := last.Status.ContainerStatuses[0]
 	if last.Status.Phase != corev1.PodFailed || cs.State.Terminated == nil || cs.State.Terminated.Reason != ReasonContainerStatusUnknown || cs.State.Terminated.ExitCode != 137 {
@@ -280,7 +270,7 @@ func TestManagerTerminateThenConfirmDelete(t *testing.T) {
 	if _, err := e.cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("pod still there: %v", err)
 	}
-	mwaitFor(t, func() bool { return e.m.Len() == 0 })
+	testkit.Eventually(t, 10*time.Second, "no pods left", func() bool { return e.m.Len() == 0 })
 	if msgs := e.warn.list(); len(msgs) > 0 {
 		t.Fatalf("warnings: %v", msgs)
 	}
@@ -305,7 +295,7 @@ func TestManagerHoldsTerminalPhaseWhileContainersMayRun(t *testing.T) {
 		t.Fatalf("want container states written and the phase held: %s", got.Status.Phase)
 	}
 	running.Store(false)
-	mwaitFor(t, func() bool { _, last, _ := w.get(); return last.Status.Phase == corev1.PodSucceeded })
+	testkit.Eventually(t, 10*time.Second, "phase Succeeded written", func() bool { _, last, _ := w.get(); return last.Status.Phase == corev1.PodSucceeded })
 }
 
 func TestManagerForgetsPodsDeletedMeanwhile(t *testing.T) {
@@ -324,7 +314,7 @@ func TestManagerForgetsPodsDeletedMeanwhile(t *testing.T) {
 	fresh := e.createPod(t, "replaced")
 	w := e.watch(t, fresh)
 	e.run()
-	mwaitFor(t, func() bool { return e.m.Len() == 0 })
+	testkit.Eventually(t, 10*time.Second, "no pods left", func() bool { return e.m.Len() == 0 })
 	w.waitWrites(t, 0)
 	if msgs := e.warn.list(); len(msgs) > 0 {
 		t.Fatalf("warnings: %v", msgs)
