@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // Through the API server with the chain: pods get their class's
@@ -58,7 +60,7 @@ func TestPriorityAdmission(t *testing.T) {
 	}
 	// The plugin reads classes from its informer: the new default shows
 	// up there shortly after the write.
-	waitFor(t, func() bool {
+	testkit.Eventually(t, 10*time.Second, "the new default class in the plugin's informer", func() bool {
 		p, err = pods.Create(ctx, newPod("defaulted", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			t.Logf("dry run: %v", err)
@@ -107,7 +109,7 @@ func TestNamespaceLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	cm.Name = "y"
-	waitFor(t, func() bool {
+	testkit.Eventually(t, 10*time.Second, "creates refused in the terminating namespace", func() bool {
 		_, err = cs.CoreV1().ConfigMaps("doomed").Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil
 	})
@@ -162,18 +164,5 @@ func TestPodAndNodeDefaults(t *testing.T) {
 	}
 	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != corev1.TaintNodeNotReady || n.Spec.Taints[0].Effect != corev1.TaintEffectNoSchedule {
 		t.Errorf("new node taints %+v, want not-ready:NoSchedule", n.Spec.Taints)
-	}
-}
-
-// waitFor polls cond for up to ten seconds: the plugins read through
-// informers, which see a write a moment after it.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

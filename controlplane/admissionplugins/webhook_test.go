@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // reviewer is a webhook on loopback HTTPS: /mutate labels what it is
@@ -94,7 +96,7 @@ func TestAdmissionWebhooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The plugins read configurations through informers.
-	waitFor(t, func() bool {
+	testkit.Eventually(t, 10*time.Second, "the webhook configurations in the plugins' informers", func() bool {
 		_, err := cs.CoreV1().ConfigMaps("default").Create(ctx, configMap("probe", map[string]string{"forbidden": "x"}),
 			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil
@@ -114,7 +116,7 @@ func TestAdmissionWebhooks(t *testing.T) {
 
 	ts.Close()
 	removeMutating(t, cs)
-	waitFor(t, func() bool {
+	testkit.Eventually(t, 10*time.Second, "the webhook call failing", func() bool {
 		_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, configMap("c", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil && strings.Contains(err.Error(), `failed calling webhook "check.example.com"`)
 	})
@@ -125,7 +127,7 @@ func TestAdmissionWebhooks(t *testing.T) {
 	if _, err := reg.ValidatingWebhookConfigurations().Update(ctx, vwc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	testkit.Eventually(t, 10*time.Second, "creates admitted again", func() bool {
 		_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, configMap("c", nil), metav1.CreateOptions{})
 		return err == nil
 	})
@@ -165,7 +167,7 @@ func TestValidatingAdmissionPolicy(t *testing.T) {
 	}
 	three := map[string]string{"a": "1", "b": "2", "c": "3"}
 	var err error
-	waitFor(t, func() bool {
+	testkit.Eventually(t, 10*time.Second, "the policy in force", func() bool {
 		_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, configMap("big", three), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil
 	})
@@ -204,7 +206,7 @@ func TestValidatingAdmissionPolicy(t *testing.T) {
 		return cs.CoreV1().Pods("default").Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"},
 			Target: corev1.ObjectReference{Kind: "Node", Name: node}}, metav1.CreateOptions{DryRun: dryRun})
 	}
-	waitFor(t, func() bool { return bind("tainted", metav1.DryRunAll) != nil })
+	testkit.Eventually(t, 10*time.Second, "the binding policy in force", func() bool { return bind("tainted", metav1.DryRunAll) != nil })
 	err = bind("tainted")
 	if err == nil || !strings.Contains(err.Error(), "denied request: not on tainted") {
 		t.Fatalf("binding to tainted: %v, want the policy's refusal", err)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodelet/nodelet/controlplane/storage"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // TestInformerSurvivesCompaction runs a client-go informer, cuts its watch
@@ -78,13 +79,13 @@ func TestInformerSurvivesCompaction(t *testing.T) {
 	}
 	mk("first")
 	mk("doomed")
-	waitFor(t, "add events", func() bool { return seenIs(&mu, seen, "first", "add") && seenIs(&mu, seen, "doomed", "add") })
+	testkit.Eventually(t, 60*time.Second, "add events", func() bool { return seenIs(&mu, seen, "first", "add") && seenIs(&mu, seen, "doomed", "add") })
 	cm, _ := cms.Get(ctx, "first", metav1.GetOptions{})
 	cm.Data = map[string]string{"k": "v"}
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "update event", func() bool { return seenIs(&mu, seen, "first", "update") })
+	testkit.Eventually(t, 60*time.Second, "update event", func() bool { return seenIs(&mu, seen, "first", "update") })
 
 	// Cut the informer off and make more changes than the history keeps.
 	closed.Store(true)
@@ -104,7 +105,7 @@ func TestInformerSurvivesCompaction(t *testing.T) {
 	listsBefore := lists.Load()
 	closed.Store(false)
 
-	waitFor(t, "informer to catch up after 410", func() bool {
+	testkit.Eventually(t, 60*time.Second, "informer to catch up after 410", func() bool {
 		return len(inf.GetStore().ListKeys()) == 51 && seenIs(&mu, seen, "doomed", "delete") && seenIs(&mu, seen, "late-49", "add")
 	})
 	if lists.Load() <= listsBefore {
@@ -124,15 +125,4 @@ func seenIs(mu *sync.Mutex, seen map[string]string, name, ev string) bool {
 	mu.Lock()
 	defer mu.Unlock()
 	return seen[name] == ev
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // TestOneLeaderAtATime runs two candidates against a real API server: only
@@ -39,7 +40,7 @@ func TestOneLeaderAtATime(t *testing.T) {
 	defer stopB()
 	doneA := make(chan error, 1)
 	go func() { doneA <- candidate(ctxA, "a") }()
-	waitUntil(t, func() bool { return leading.Load() == 1 })
+	testkit.Eventually(t, 30*time.Second, "a leading", func() bool { return leading.Load() == 1 })
 	go candidate(ctxB, "b")
 	time.Sleep(1 * time.Second) // b campaigns while a leads
 	if got := leading.Load(); got != 1 {
@@ -49,23 +50,12 @@ func TestOneLeaderAtATime(t *testing.T) {
 	if err := <-doneA; err != nil {
 		t.Fatalf("a: %v", err)
 	}
-	waitUntil(t, func() bool {
+	testkit.Eventually(t, 30*time.Second, "b leading after a", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(leaders) == 2 && leaders[1] == "b"
 	})
 	if maxLeading.Load() != 1 {
 		t.Fatalf("saw %d leaders at once", maxLeading.Load())
-	}
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

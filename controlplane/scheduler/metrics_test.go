@@ -2,13 +2,13 @@ package scheduler_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
 	"github.com/nodelet/nodelet/controlplane/scheduler"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 func TestSchedulerMetrics(t *testing.T) {
@@ -51,12 +52,12 @@ func TestSchedulerMetrics(t *testing.T) {
 	attempts := func(result string) float64 {
 		return testutil.ToFloat64(m.Attempts(result, "default-scheduler"))
 	}
-	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
-		return attempts("scheduled") == 1 && attempts("unschedulable") >= 1, nil
+	testkit.Eventually(t, 15*time.Second, "one scheduled attempt and an unschedulable one", func() (bool, error) {
+		if attempts("scheduled") == 1 && attempts("unschedulable") >= 1 {
+			return true, nil
+		}
+		return false, fmt.Errorf("attempts: scheduled %v, unschedulable %v, error %v", attempts("scheduled"), attempts("unschedulable"), attempts("error"))
 	})
-	if err != nil {
-		t.Fatalf("attempts: scheduled %v, unschedulable %v, error %v", attempts("scheduled"), attempts("unschedulable"), attempts("error"))
-	}
 	if n := testutil.CollectAndCount(reg, "scheduler_scheduling_attempt_duration_seconds"); n != 3 {
 		t.Errorf("%d duration series, want one per result", n)
 	}

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
 	"github.com/nodelet/nodelet/controlplane/scheduler"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // startScheduler runs a scheduler against cs until the test ends.
@@ -105,17 +105,17 @@ func createPods(t *testing.T, cs kubernetes.Interface, pods ...*corev1.Pod) {
 func waitPod(t *testing.T, cs kubernetes.Interface, name string, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
 	var last *corev1.Pod
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 15*time.Second, "pod "+name+": "+what, func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		last = p
-		return cond(p), nil
+		if cond(p) {
+			return true, nil
+		}
+		return false, fmt.Errorf("node %q, conditions %+v", p.Spec.NodeName, p.Status.Conditions)
 	})
-	if err != nil {
-		t.Fatalf("pod %s: waiting for %s: %v (last: node %q, conditions %+v)", name, what, err, last.Spec.NodeName, last.Status.Conditions)
-	}
 	return last
 }
 
@@ -182,7 +182,7 @@ func TestTooBigPodWaitsForBigNode(t *testing.T) {
 
 func waitEvent(t *testing.T, cs kubernetes.Interface, pod, reason, msg string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("a %s event for %s with %q", reason, pod, msg), func(ctx context.Context) (bool, error) {
 		evs, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -194,9 +194,6 @@ func waitEvent(t *testing.T, cs kubernetes.Interface, pod, reason, msg string) {
 		}
 		return false, nil
 	})
-	if err != nil {
-		t.Fatalf("no %s event for %s with %q: %v", reason, pod, msg, err)
-	}
 }
 
 func TestTaintsRespected(t *testing.T) {

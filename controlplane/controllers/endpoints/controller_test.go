@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -11,7 +12,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 func startController(t *testing.T, cs kubernetes.Interface) {
@@ -78,13 +79,6 @@ func setPodStatus(t *testing.T, cs kubernetes.Interface, pod *corev1.Pod, ip str
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
 func endpointsSummary(cs kubernetes.Interface, name string) func(ctx context.Context) (string, error) {
 	return func(ctx context.Context) (string, error) {
 		ep, err := cs.CoreV1().Endpoints("default").Get(ctx, name, metav1.GetOptions{})
@@ -97,15 +91,14 @@ func endpointsSummary(cs kubernetes.Interface, name string) func(ctx context.Con
 
 func waitEndpoints(t *testing.T, cs kubernetes.Interface, name, want string) {
 	t.Helper()
-	var last string
 	get := endpointsSummary(cs, name)
-	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("endpoints %s to be %q", name, want), func(ctx context.Context) (bool, error) {
 		s, err := get(ctx)
-		last = s
-		return err == nil && s == want, nil
-	}); err != nil {
-		t.Fatalf("endpoints %s: got %q, want %q", name, last, want)
-	}
+		if err != nil || s == want {
+			return err == nil, err
+		}
+		return false, fmt.Errorf("got %q", s)
+	})
 }
 
 // sliceEndpoints returns the managed slices' endpoints by pod name.
@@ -143,7 +136,7 @@ func TestEndpointsAndSlicesFollowPods(t *testing.T) {
 	makePod(t, cs, "noip", "", false)
 	waitEndpoints(t, cs, "web", "[http:8080/TCP r=10.244.1.2 nr=10.244.1.3 ]")
 
-	waitFor(t, "slices", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 10*time.Second, "slices", func(ctx context.Context) (bool, error) {
 		slices, eps, err := sliceEndpoints(ctx, cs, "web")
 		if err != nil || len(slices) != 1 || len(eps) != 2 {
 			return false, err
@@ -170,7 +163,7 @@ func TestEndpointsAndSlicesFollowPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEndpoints(t, cs, "web", "[http:8080/TCP r=10.244.1.3 nr=10.244.1.4 ]")
-	waitFor(t, "terminating endpoint", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 10*time.Second, "terminating endpoint", func(ctx context.Context) (bool, error) {
 		_, eps, err := sliceEndpoints(ctx, cs, "web")
 		ep, ok := eps["ready"]
 		return err == nil && ok && *ep.Conditions.Terminating && !*ep.Conditions.Ready && *ep.Conditions.Serving, nil
@@ -195,7 +188,7 @@ func TestEndpointsAndSlicesFollowPods(t *testing.T) {
 	if err := cs.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "endpoints gone", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 10*time.Second, "endpoints gone", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Endpoints("default").Get(ctx, "web", metav1.GetOptions{})
 		return err != nil, nil
 	})

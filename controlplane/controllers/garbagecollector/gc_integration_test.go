@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 const ns = "default"
@@ -74,15 +74,6 @@ func must[T any](v T, err error) func(*testing.T) T {
 	}
 }
 
-// eventually polls cond until it holds or 20s pass.
-func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, cond)
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
-
 func gone[T any](get func(ctx context.Context, name string, o metav1.GetOptions) (T, error), name string) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
 		_, err := get(ctx, name, metav1.GetOptions{})
@@ -106,7 +97,7 @@ func TestBackgroundDeletesDependentOfGoneOwner(t *testing.T) {
 	if err := cms.Delete(ctx, "owner", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "dependent deleted", gone(cms.Get, "dependent"))
+	testkit.Eventually(t, 20*time.Second, "dependent deleted", gone(cms.Get, "dependent"))
 }
 
 func TestDependentOfMissingOwnerIsDeleted(t *testing.T) {
@@ -117,7 +108,7 @@ func TestDependentOfMissingOwnerIsDeleted(t *testing.T) {
 	must(cms.Create(ctx, configMap("orphaned", ownerRef("v1", "ConfigMap", ghost, false)), metav1.CreateOptions{}))(t)
 	// A namesake with another UID is not the owner either.
 	must(cms.Create(ctx, configMap("ghost"), metav1.CreateOptions{}))(t)
-	eventually(t, "dependent of a missing owner deleted", gone(cms.Get, "orphaned"))
+	testkit.Eventually(t, 20*time.Second, "dependent of a missing owner deleted", gone(cms.Get, "orphaned"))
 	must(cms.Get(ctx, "ghost", metav1.GetOptions{}))(t)
 }
 
@@ -131,7 +122,7 @@ func TestDependentWithAnotherLiveOwnerSurvives(t *testing.T) {
 	if err := cms.Delete(ctx, "owner-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "dangling reference removed", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 20*time.Second, "dangling reference removed", func(ctx context.Context) (bool, error) {
 		cm, err := cms.Get(ctx, "shared", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -142,7 +133,7 @@ func TestDependentWithAnotherLiveOwnerSurvives(t *testing.T) {
 	if err := cms.Delete(ctx, "owner-b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "shared deleted after its last owner", gone(cms.Get, "shared"))
+	testkit.Eventually(t, 20*time.Second, "shared deleted after its last owner", gone(cms.Get, "shared"))
 }
 
 // chain is a Deployment → ReplicaSet → Pods family made by hand, with the
@@ -188,9 +179,9 @@ func TestDeploymentBackgroundDeletesFamily(t *testing.T) {
 	cs := startGC(t)
 	c := makeChain(t, cs, 3)
 	deleteWith(t, cs, c.dep.Name, metav1.DeletePropagationBackground)
-	eventually(t, "replicaset deleted", gone(cs.AppsV1().ReplicaSets(ns).Get, c.rs.Name))
+	testkit.Eventually(t, 20*time.Second, "replicaset deleted", gone(cs.AppsV1().ReplicaSets(ns).Get, c.rs.Name))
 	for _, p := range c.pods {
-		eventually(t, "pod deleted", gone(cs.CoreV1().Pods(ns).Get, p.Name))
+		testkit.Eventually(t, 20*time.Second, "pod deleted", gone(cs.CoreV1().Pods(ns).Get, p.Name))
 	}
 }
 
@@ -199,7 +190,7 @@ func TestDeploymentOrphanKeepsFamily(t *testing.T) {
 	ctx := t.Context()
 	c := makeChain(t, cs, 2)
 	deleteWith(t, cs, c.dep.Name, metav1.DeletePropagationOrphan)
-	eventually(t, "deployment deleted once orphaning is done", gone(cs.AppsV1().Deployments(ns).Get, c.dep.Name))
+	testkit.Eventually(t, 20*time.Second, "deployment deleted once orphaning is done", gone(cs.AppsV1().Deployments(ns).Get, c.dep.Name))
 	rs := must(cs.AppsV1().ReplicaSets(ns).Get(ctx, c.rs.Name, metav1.GetOptions{}))(t)
 	if len(rs.OwnerReferences) != 0 {
 		t.Errorf("replicaset still has owners: %+v", rs.OwnerReferences)
@@ -225,7 +216,7 @@ func TestDeploymentForegroundWaitsForDependents(t *testing.T) {
 	// in the foreground, it has dependents) and the Deployment wait.
 	pods := cs.CoreV1().Pods(ns)
 	for _, p := range c.pods {
-		eventually(t, "pod marked deleted", func(ctx context.Context) (bool, error) {
+		testkit.Eventually(t, 20*time.Second, "pod marked deleted", func(ctx context.Context) (bool, error) {
 			got, err := pods.Get(ctx, p.Name, metav1.GetOptions{})
 			return err == nil && got.DeletionTimestamp != nil, err
 		})
@@ -247,10 +238,10 @@ func TestDeploymentForegroundWaitsForDependents(t *testing.T) {
 		}
 	}
 	for _, p := range c.pods {
-		eventually(t, "pod gone", gone(pods.Get, p.Name))
+		testkit.Eventually(t, 20*time.Second, "pod gone", gone(pods.Get, p.Name))
 	}
-	eventually(t, "replicaset gone", gone(cs.AppsV1().ReplicaSets(ns).Get, c.rs.Name))
-	eventually(t, "deployment gone", gone(cs.AppsV1().Deployments(ns).Get, c.dep.Name))
+	testkit.Eventually(t, 20*time.Second, "replicaset gone", gone(cs.AppsV1().ReplicaSets(ns).Get, c.rs.Name))
+	testkit.Eventually(t, 20*time.Second, "deployment gone", gone(cs.AppsV1().Deployments(ns).Get, c.dep.Name))
 }
 
 func TestForegroundWithoutDependents(t *testing.T) {
@@ -261,7 +252,7 @@ func TestForegroundWithoutDependents(t *testing.T) {
 	if err := cms.Delete(t.Context(), "alone", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "owner without dependents gone", gone(cms.Get, "alone"))
+	testkit.Eventually(t, 20*time.Second, "owner without dependents gone", gone(cms.Get, "alone"))
 }
 
 // A cluster-scoped owner (a Node) of namespaced dependents, with
@@ -270,19 +261,19 @@ func TestForegroundWithoutDependents(t *testing.T) {
 func TestClusterScopedOwnerFromWatchEvents(t *testing.T) {
 	cs, gc := startGCWithController(t)
 	ctx := t.Context()
-	eventually(t, "collector synced", func(context.Context) (bool, error) {
+	testkit.Eventually(t, 20*time.Second, "collector synced", func(context.Context) (bool, error) {
 		ms := gc.allMonitors()
 		return len(ms) > 0 && synced(ms)(), nil
 	})
 	node := must(cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}))(t)
 	cms := cs.CoreV1().ConfigMaps(ns)
 	must(cms.Create(ctx, configMap("node-data", ownerRef("v1", "Node", node, false)), metav1.CreateOptions{}))(t)
-	eventually(t, "graph links the configmap to the node", func(context.Context) (bool, error) {
+	testkit.Eventually(t, 20*time.Second, "graph links the configmap to the node", func(context.Context) (bool, error) {
 		v, ok := gc.graph.view(node.UID)
 		return ok && v.observed && len(v.dependents) == 1, nil
 	})
 	if err := cs.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "dependent of the deleted node deleted", gone(cms.Get, "node-data"))
+	testkit.Eventually(t, 20*time.Second, "dependent of the deleted node deleted", gone(cms.Get, "node-data"))
 }

@@ -12,12 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 func startController(t *testing.T) kubernetes.Interface {
@@ -55,13 +55,6 @@ func must[T any](v T, err error) func(*testing.T) T {
 			t.Fatal(err)
 		}
 		return v
-	}
-}
-
-func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, cond); err != nil {
-		t.Fatalf("%s: %v", what, err)
 	}
 }
 
@@ -109,7 +102,7 @@ func TestDeletedNamespaceIsEmptiedAndRemoved(t *testing.T) {
 	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "namespace removed", namespaceGone(cs, ns))
+	testkit.Eventually(t, 20*time.Second, "namespace removed", namespaceGone(cs, ns))
 
 	// Nothing is left behind, even if the namespace name is reused.
 	createNamespace(t, cs, ns)
@@ -146,7 +139,7 @@ func TestTerminatingNamespaceWaitsForContent(t *testing.T) {
 		t.Errorf("create in a terminating namespace: err = %v, want 403 Forbidden", err)
 	}
 
-	eventually(t, "conditions report the held configmap", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 20*time.Second, "conditions report the held configmap", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -165,7 +158,7 @@ func TestTerminatingNamespaceWaitsForContent(t *testing.T) {
 
 	patch := []byte(`{"metadata":{"finalizers":null}}`)
 	must(cs.CoreV1().ConfigMaps(ns).Patch(ctx, "held", types.MergePatchType, patch, metav1.PatchOptions{}))(t)
-	eventually(t, "namespace removed after the finalizer", namespaceGone(cs, ns))
+	testkit.Eventually(t, 20*time.Second, "namespace removed after the finalizer", namespaceGone(cs, ns))
 }
 
 func condition(n *corev1.Namespace, t corev1.NamespaceConditionType) corev1.NamespaceCondition {

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // startController runs a controller with its own informer factory until the
@@ -57,7 +57,7 @@ func createNode(t *testing.T, cs kubernetes.Interface, name string) {
 func waitCIDR(t *testing.T, cs kubernetes.Interface, name string) string {
 	t.Helper()
 	var cidr string
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 10*time.Second, "a CIDR for node "+name, func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -68,9 +68,6 @@ func waitCIDR(t *testing.T, cs kubernetes.Interface, name string) string {
 		}
 		return false, nil
 	})
-	if err != nil {
-		t.Fatalf("node %s got no CIDR: %v", name, err)
-	}
 	return cidr
 }
 
@@ -105,7 +102,7 @@ func TestNodesGetDistinctCIDRsReusedAfterDeleteAndKeptOverRestart(t *testing.T) 
 
 	// Full: e waits with CIDRNotAvailable and NetworkUnavailable.
 	createNode(t, cs, "e")
-	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 10*time.Second, "NetworkUnavailable on e", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "e", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -113,9 +110,6 @@ func TestNodesGetDistinctCIDRsReusedAfterDeleteAndKeptOverRestart(t *testing.T) 
 		c := findCondition(n.Status.Conditions, corev1.NodeNetworkUnavailable)
 		return c != nil && c.Status == corev1.ConditionTrue && c.Reason == ReasonCIDRNotAvailable, nil
 	})
-	if err != nil {
-		t.Fatalf("no NetworkUnavailable on e: %v", err)
-	}
 	waitEvent(t, cs, "e", ReasonCIDRNotAvailable)
 
 	// Deleting b frees its CIDR; e (retrying) gets it and its condition clears.
@@ -125,7 +119,7 @@ func TestNodesGetDistinctCIDRsReusedAfterDeleteAndKeptOverRestart(t *testing.T) 
 	if e := waitCIDR(t, cs, "e"); e != got["b"] {
 		t.Fatalf("e got %s, want b's released %s", e, got["b"])
 	}
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 10*time.Second, "NetworkUnavailable cleared on e", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "e", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -133,14 +127,11 @@ func TestNodesGetDistinctCIDRsReusedAfterDeleteAndKeptOverRestart(t *testing.T) 
 		c := findCondition(n.Status.Conditions, corev1.NodeNetworkUnavailable)
 		return c != nil && c.Status == corev1.ConditionFalse, nil
 	})
-	if err != nil {
-		t.Fatalf("NetworkUnavailable not cleared on e: %v", err)
-	}
 }
 
 func waitEvent(t *testing.T, cs kubernetes.Interface, node, reason string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 10*time.Second, "a "+reason+" event for node "+node, func(ctx context.Context) (bool, error) {
 		evs, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -152,7 +143,4 @@ func waitEvent(t *testing.T, cs kubernetes.Interface, node, reason string) {
 		}
 		return false, nil
 	})
-	if err != nil {
-		t.Fatalf("no %s event for node %s: %v", reason, node, err)
-	}
 }

@@ -10,7 +10,6 @@ import (
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // harness drives a controller on a fake clock against the real API
@@ -106,7 +106,7 @@ func (h *harness) renew(node string) {
 	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
-	h.poll("lease "+node+" in cache", func() bool {
+	testkit.Eventually(h.t, 10*time.Second, "lease "+node+" in cache", func() bool {
 		return !h.c.leaseRenewTime(node).Before(renew.Time)
 	})
 }
@@ -121,16 +121,6 @@ func (h *harness) tick(badAlive bool) {
 	}
 	h.clock.Step(DefaultMonitorPeriod)
 	h.waitPass()
-}
-
-func (h *harness) poll(what string, cond func() bool) {
-	h.t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		h.t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 func (h *harness) node(name string) *corev1.Node {
@@ -237,16 +227,16 @@ func TestSilentNodeIsTaintedAndItsPodsEvicted(t *testing.T) {
 	if n := h.node("good"); findCondition(n.Status.Conditions, corev1.NodeReady).Status != corev1.ConditionTrue || len(n.Spec.Taints) != 0 {
 		t.Fatalf("good node changed: %+v %+v", n.Status.Conditions, n.Spec.Taints)
 	}
-	h.poll("NoSchedule unreachable taint", func() bool {
+	testkit.Eventually(h.t, 10*time.Second, "NoSchedule unreachable taint", func() bool {
 		return findTaint(h.node("bad"), corev1.TaintNodeUnreachable, corev1.TaintEffectNoSchedule) != nil
 	})
-	h.poll("pods marked not ready", func() bool { return !podReady(h.pod("forever")) })
+	testkit.Eventually(h.t, 10*time.Second, "pods marked not ready", func() bool { return !podReady(h.pod("forever")) })
 	if !podReady(h.pod("elsewhere")) {
 		t.Fatal("pod on the good node marked not ready")
 	}
 
 	// tolerationSeconds 0: evicted at once, with DisruptionTarget.
-	h.poll("zero evicted", func() bool { return h.pod("zero").DeletionTimestamp != nil })
+	testkit.Eventually(h.t, 10*time.Second, "zero evicted", func() bool { return h.pod("zero").DeletionTimestamp != nil })
 	if i := podConditionIndex(h.pod("zero").Status.Conditions, corev1.DisruptionTarget); i < 0 {
 		t.Fatal("no DisruptionTarget condition")
 	}
@@ -259,7 +249,7 @@ func TestSilentNodeIsTaintedAndItsPodsEvicted(t *testing.T) {
 		t.Fatalf("default pod evicted early at %v", h.clock.Since(taintedAt))
 	}
 	h.tick(false)
-	h.poll("default evicted", func() bool { return h.pod("default").DeletionTimestamp != nil })
+	testkit.Eventually(h.t, 10*time.Second, "default evicted", func() bool { return h.pod("default").DeletionTimestamp != nil })
 	if h.pod("forever").DeletionTimestamp != nil || h.pod("elsewhere").DeletionTimestamp != nil {
 		t.Fatal("pod tolerating forever or on the good node evicted")
 	}
@@ -278,12 +268,12 @@ func TestSilentNodeIsTaintedAndItsPodsEvicted(t *testing.T) {
 	if _, err := h.cs.CoreV1().Nodes().UpdateStatus(context.Background(), bad, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.poll("ready status in cache", func() bool {
+	testkit.Eventually(h.t, 10*time.Second, "ready status in cache", func() bool {
 		n, err := h.c.nodes.Get("bad")
 		return err == nil && findCondition(n.Status.Conditions, corev1.NodeReady).Status == corev1.ConditionTrue
 	})
 	h.tick(true)
-	h.poll("taints removed", func() bool { return len(h.node("bad").Spec.Taints) == 0 })
+	testkit.Eventually(h.t, 10*time.Second, "taints removed", func() bool { return len(h.node("bad").Spec.Taints) == 0 })
 	h.tick(true)
 	if r := findCondition(h.node("bad").Status.Conditions, corev1.NodeReady); r.Status != corev1.ConditionTrue {
 		t.Fatalf("recovered node not ready: %+v", r)
@@ -294,7 +284,7 @@ func TestSilentNodeIsTaintedAndItsPodsEvicted(t *testing.T) {
 
 func (h *harness) pollEvent(name, reason string) {
 	h.t.Helper()
-	h.poll(reason+" event for "+name, func() bool {
+	testkit.Eventually(h.t, 10*time.Second, reason+" event for "+name, func() bool {
 		evs, err := h.cs.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return false

@@ -10,11 +10,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 const (
@@ -78,13 +78,6 @@ func removeFinalizers(t *testing.T, cs kubernetes.Interface, name string) {
 	}
 }
 
-func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, cond); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
-
 func gone(cs kubernetes.Interface, name string) func(ctx context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
@@ -106,11 +99,11 @@ func TestOrphanedPodsCollectedAfterQuarantine(t *testing.T) {
 	start := time.Now()
 	startGC(t, cs, 0)
 
-	eventually(t, "orphan deleted", gone(cs, "orphan"))
+	testkit.Eventually(t, 20*time.Second, "orphan deleted", gone(cs, "orphan"))
 	if d := time.Since(start); d < testQuarantine {
 		t.Errorf("orphan deleted after %v, before the %v quarantine", d, testQuarantine)
 	}
-	eventually(t, "held orphan failed and terminating", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 20*time.Second, "held orphan failed and terminating", func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, "held-orphan", metav1.GetOptions{})
 		return err == nil && p.DeletionTimestamp != nil, err
 	})
@@ -125,7 +118,7 @@ func TestOrphanedPodsCollectedAfterQuarantine(t *testing.T) {
 		t.Errorf("held orphan conditions %+v, want DisruptionTarget/DeletionByPodGC", p.Status.Conditions)
 	}
 	removeFinalizers(t, cs, "held-orphan")
-	eventually(t, "held orphan deleted once released", gone(cs, "held-orphan"))
+	testkit.Eventually(t, 20*time.Second, "held orphan deleted once released", gone(cs, "held-orphan"))
 	// A few more passes: the pod on an existing node stays.
 	time.Sleep(5 * testPeriod)
 	if _, err := cs.CoreV1().Pods("default").Get(t.Context(), "kept", metav1.GetOptions{}); err != nil {
@@ -164,8 +157,8 @@ func TestTerminatedPodsTrimmedOldestFirst(t *testing.T) {
 	}
 	startGC(t, cs, 2)
 
-	eventually(t, "z1 deleted", gone(cs, "z1"))
-	eventually(t, "z2 deleted", gone(cs, "z2"))
+	testkit.Eventually(t, 20*time.Second, "z1 deleted", gone(cs, "z1"))
+	testkit.Eventually(t, 20*time.Second, "z2 deleted", gone(cs, "z2"))
 	time.Sleep(5 * testPeriod)
 	for _, n := range []string{"a1", "a2", "running"} {
 		if _, err := cs.CoreV1().Pods("default").Get(t.Context(), n, metav1.GetOptions{}); err != nil {
@@ -184,12 +177,12 @@ func TestTerminatingUnscheduledPodCollected(t *testing.T) {
 		t.Fatal(err)
 	}
 	startGC(t, cs, 0)
-	eventually(t, "unbound pod failed", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 20*time.Second, "unbound pod failed", func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, "unbound", metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodFailed, err
 	})
 	removeFinalizers(t, cs, "unbound")
-	eventually(t, "unbound pod removed", gone(cs, "unbound"))
+	testkit.Eventually(t, 20*time.Second, "unbound pod removed", gone(cs, "unbound"))
 }
 
 func TestTerminatingPodOnOutOfServiceNodeCollected(t *testing.T) {
@@ -209,7 +202,7 @@ func TestTerminatingPodOnOutOfServiceNodeCollected(t *testing.T) {
 		t.Fatalf("graceful delete removed the pod at once: %v", err)
 	}
 	startGC(t, cs, 0)
-	eventually(t, "terminating pod on out-of-service node deleted", gone(cs, "stuck"))
+	testkit.Eventually(t, 20*time.Second, "terminating pod on out-of-service node deleted", gone(cs, "stuck"))
 	time.Sleep(5 * testPeriod)
 	if _, err := cs.CoreV1().Pods("default").Get(t.Context(), "alive", metav1.GetOptions{}); err != nil {
 		t.Errorf("pod not terminating on the out-of-service node: %v", err)

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/kubernetes/pkg/controller"
 	deploymentutil "k8s.io/kubernetes/pkg/controller/deployment/util"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // TestDeploymentController runs upstream's Deployment and ReplicaSet
@@ -79,7 +81,7 @@ func rolloutDone(d *appsv1.Deployment) (bool, error) {
 func (f *fixture) waitRollout(name string) *appsv1.Deployment {
 	f.t.Helper()
 	var d *appsv1.Deployment
-	f.eventually("rollout of "+name, func(context.Context) (bool, error) {
+	testkit.Eventually(f.t, 60*time.Second, "rollout of "+name, func(context.Context) (bool, error) {
 		f.markAllReady(name)
 		d = f.deployment(name)
 		return rolloutDone(d)
@@ -90,7 +92,7 @@ func (f *fixture) waitRollout(name string) *appsv1.Deployment {
 // update applies mutate to the Deployment, retrying on conflict.
 func (f *fixture) update(name string, mutate func(*appsv1.Deployment)) {
 	f.t.Helper()
-	f.eventually("update of "+name, func(ctx context.Context) (bool, error) {
+	testkit.Eventually(f.t, 60*time.Second, "update of "+name, func(ctx context.Context) (bool, error) {
 		d := f.deployment(name)
 		mutate(d)
 		_, err := f.cs.AppsV1().Deployments(f.ns).Update(ctx, d, metav1.UpdateOptions{})
@@ -168,12 +170,12 @@ func testDeploymentCreate(f *fixture) {
 		c.Reason != deploymentutil.MinimumReplicasAvailable {
 		t.Fatalf("available condition %+v", c)
 	}
-	f.eventually("progressing condition", func(context.Context) (bool, error) {
+	testkit.Eventually(f.t, 60*time.Second, "progressing condition", func(context.Context) (bool, error) {
 		c := deploymentCondition(f.deployment("web"), appsv1.DeploymentProgressing)
 		return c != nil && c.Reason == deploymentutil.NewRSAvailableReason && c.Status == corev1.ConditionTrue, fmt.Errorf("%+v", c)
 	})
 	want := fmt.Sprintf("Scaled up replica set %s from 0 to 3", rs.Name)
-	f.eventually("ScalingReplicaSet event", func(context.Context) (bool, error) {
+	testkit.Eventually(f.t, 60*time.Second, "ScalingReplicaSet event", func(context.Context) (bool, error) {
 		_, msgs := f.events("ScalingReplicaSet", "web")
 		for _, m := range msgs {
 			if m == want {
@@ -200,7 +202,7 @@ func testRollingUpdateAndRollback(f *fixture) {
 	pw := f.watchPods("web")
 	f.update("web", setImage("nginx:B"))
 	// Mark new pods ready one at a time, as slow nodes would.
-	f.eventually("rolling update to B", func(context.Context) (bool, error) {
+	testkit.Eventually(f.t, 60*time.Second, "rolling update to B", func(context.Context) (bool, error) {
 		for _, p := range f.pods("web") {
 			if p.DeletionTimestamp == nil && !podReady(&p) {
 				f.markReady(p)
@@ -252,7 +254,7 @@ func testRollingUpdateAndRollback(f *fixture) {
 			t.Fatalf("first replicaset after rollback: replicas %d annotations %v", *rs.Spec.Replicas, a)
 		}
 	}
-	f.eventually("deployment revision 3", func(context.Context) (bool, error) {
+	testkit.Eventually(f.t, 60*time.Second, "deployment revision 3", func(context.Context) (bool, error) {
 		a := f.deployment("web").Annotations
 		return a[deploymentutil.RevisionAnnotation] == "3", fmt.Errorf("annotations %v", a)
 	})
@@ -276,7 +278,7 @@ func testDeploymentScale(f *fixture) {
 	}
 	f.scaleDeployment("web", 0)
 	d = f.waitRollout("web")
-	f.eventually("no pods", func(context.Context) (bool, error) {
+	testkit.Eventually(f.t, 60*time.Second, "no pods", func(context.Context) (bool, error) {
 		n := len(f.pods("web"))
 		return n == 0, fmt.Errorf("%d pods", n)
 	})
@@ -312,14 +314,14 @@ func testPause(f *fixture) {
 	f.waitRollout("web")
 	f.update("web", func(d *appsv1.Deployment) { d.Spec.Paused = true })
 	f.update("web", setImage("nginx:B"))
-	f.eventually("paused condition and observed generation", func(context.Context) (bool, error) {
+	testkit.Eventually(f.t, 60*time.Second, "paused condition and observed generation", func(context.Context) (bool, error) {
 		d := f.deployment("web")
 		c := deploymentCondition(d, appsv1.DeploymentProgressing)
 		return d.Status.ObservedGeneration == d.Generation && c != nil && c.Reason == deploymentutil.PausedDeployReason,
 			fmt.Errorf("%+v", d.Status)
 	})
 	f.scaleDeployment("web", 3)
-	f.eventually("scaled while paused", func(context.Context) (bool, error) {
+	testkit.Eventually(f.t, 60*time.Second, "scaled while paused", func(context.Context) (bool, error) {
 		f.markAllReady("web")
 		d := f.deployment("web")
 		return d.Status.Replicas == 3 && d.Status.AvailableReplicas == 3, fmt.Errorf("%+v", d.Status)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // podCPU is a metrics.k8s.io source for the test: every running pod uses
@@ -87,7 +88,7 @@ func TestHorizontalPodAutoscaler(t *testing.T) {
 	}
 
 	waitReplicas(t, cs, 4, "scale up")
-	eventually(t, 30*time.Second, "hpa status after scaling up", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 30*time.Second, "hpa status after scaling up", func(ctx context.Context) (bool, error) {
 		h, err := cs.AutoscalingV2().HorizontalPodAutoscalers("default").Get(ctx, "hot", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -96,7 +97,7 @@ func TestHorizontalPodAutoscaler(t *testing.T) {
 			h.Status.CurrentMetrics[0].Resource != nil &&
 			ptr.Deref(h.Status.CurrentMetrics[0].Resource.Current.AverageUtilization, 0) == 500, nil
 	})
-	eventually(t, 30*time.Second, "SuccessfulRescale event", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 30*time.Second, "SuccessfulRescale event", func(ctx context.Context) (bool, error) {
 		evs, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=hot,reason=SuccessfulRescale"})
 		return err == nil && len(evs.Items) > 0, err
 	})
@@ -110,7 +111,7 @@ func TestHorizontalPodAutoscaler(t *testing.T) {
 // running pods.
 func waitReplicas(t *testing.T, cs kubernetes.Interface, n int32, what string) {
 	t.Helper()
-	eventually(t, 60*time.Second, what, func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 60*time.Second, what, func(ctx context.Context) (bool, error) {
 		rc, err := cs.CoreV1().ReplicationControllers("default").Get(ctx, "hot", metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -9,6 +9,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // TestReplicaSetController runs upstream's ReplicaSet controller against
@@ -50,7 +52,7 @@ func (f *fixture) createReplicaSet(name string, n int32) *appsv1.ReplicaSet {
 // generation and to satisfy want.
 func (f *fixture) waitStatus(name string, want func(appsv1.ReplicaSetStatus) bool) {
 	f.t.Helper()
-	f.eventually("replicaset status of "+name, func(ctx context.Context) (bool, error) {
+	testkit.Eventually(f.t, 60*time.Second, "replicaset status of "+name, func(ctx context.Context) (bool, error) {
 		rs, err := f.cs.AppsV1().ReplicaSets(f.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -96,7 +98,7 @@ func testReplicaSetCreate(f *fixture) {
 		f.markReady(p)
 	}
 	f.waitStatus("web", func(s appsv1.ReplicaSetStatus) bool { return s.ReadyReplicas == 3 && s.AvailableReplicas == 3 })
-	f.eventually("3 SuccessfulCreate events", func(context.Context) (bool, error) {
+	testkit.Eventually(f.t, 60*time.Second, "3 SuccessfulCreate events", func(context.Context) (bool, error) {
 		n, msgs := f.events("SuccessfulCreate", "web")
 		return n == 3, fmt.Errorf("%d: %q", n, msgs)
 	})
@@ -114,7 +116,7 @@ func testReplicaSetPodsRecreatedOnce(f *fixture) {
 			t.Fatalf("delete pod %s: %v", p.Name, err)
 		}
 	}
-	f.eventually("5 pods again", func(context.Context) (bool, error) {
+	testkit.Eventually(f.t, 60*time.Second, "5 pods again", func(context.Context) (bool, error) {
 		n := len(f.pods("web"))
 		return n == 5, fmt.Errorf("%d pods", n)
 	})
@@ -177,14 +179,14 @@ func testAdoptAndRelease(f *fixture) {
 	if _, err := f.cs.CoreV1().Pods(f.ns).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("relabel orphan: %v", err)
 	}
-	f.eventually("release", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(f.t, 60*time.Second, "release", func(ctx context.Context) (bool, error) {
 		p, err := f.cs.CoreV1().Pods(f.ns).Get(ctx, "orphan", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		return len(p.OwnerReferences) == 0, fmt.Errorf("owner refs %+v", p.OwnerReferences)
 	})
-	f.eventually("replacement", func(context.Context) (bool, error) {
+	testkit.Eventually(f.t, 60*time.Second, "replacement", func(context.Context) (bool, error) {
 		n := len(f.pods("web"))
 		return n == 2, fmt.Errorf("%d pods", n)
 	})

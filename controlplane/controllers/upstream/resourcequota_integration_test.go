@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // LimitRanger, ResourceQuota admission and the quota controller
@@ -27,7 +28,7 @@ func TestResourceQuotaAndLimitRange(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "default service account", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 30*time.Second, "default service account", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})
@@ -57,7 +58,7 @@ func TestResourceQuotaAndLimitRange(t *testing.T) {
 			return used.Value() == want, nil
 		}
 	}
-	eventually(t, 30*time.Second, "quota usage counted", usedPods(0))
+	testkit.Eventually(t, 30*time.Second, "quota usage counted", usedPods(0))
 
 	newPod := func(name string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
@@ -65,7 +66,7 @@ func TestResourceQuotaAndLimitRange(t *testing.T) {
 	}
 	// LimitRanger is read through an informer: wait for it to see the range.
 	var p *corev1.Pod
-	eventually(t, 10*time.Second, "limit range defaults", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 10*time.Second, "limit range defaults", func(ctx context.Context) (bool, error) {
 		var err error
 		p, err = cs.CoreV1().Pods(ns).Create(ctx, newPod("a"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err == nil && p.Spec.Containers[0].Resources.Limits != nil, err
@@ -95,7 +96,7 @@ func TestResourceQuotaAndLimitRange(t *testing.T) {
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: small, requested: pods=1, used: pods=2, limited: pods=2") {
 		t.Fatalf("third pod: %v, want 403 exceeded quota", err)
 	}
-	eventually(t, 30*time.Second, "quota usage of two pods", usedPods(2))
+	testkit.Eventually(t, 30*time.Second, "quota usage of two pods", usedPods(2))
 
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0),
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "d"}}, Template: podTemplate("d")}}
@@ -113,7 +114,7 @@ func TestResourceQuotaAndLimitRange(t *testing.T) {
 	if err := cs.CoreV1().Pods(ns).Delete(ctx, "a", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "quota usage after a delete", usedPods(1))
+	testkit.Eventually(t, 30*time.Second, "quota usage after a delete", usedPods(1))
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, newPod("c"), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("pod after a delete freed the quota: %v", err)
 	}

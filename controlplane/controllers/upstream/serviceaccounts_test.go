@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // Every namespace gets its default ServiceAccount and the kube-root-ca.crt
@@ -25,7 +26,7 @@ func TestServiceAccountsAndRootCA(t *testing.T) {
 	}
 	for _, ns := range []string{"default", "kube-system", "team"} {
 		waitDefaultAccount(t, cs, ns)
-		eventually(t, 20*time.Second, "kube-root-ca.crt in "+ns, func(ctx context.Context) (bool, error) {
+		testkit.Eventually(t, 20*time.Second, "kube-root-ca.crt in "+ns, func(ctx context.Context) (bool, error) {
 			cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return false, nil
@@ -45,7 +46,7 @@ func TestServiceAccountsAndRootCA(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps("team").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("edit kube-root-ca.crt: %v", err)
 	}
-	eventually(t, 20*time.Second, "kube-root-ca.crt restored", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 20*time.Second, "kube-root-ca.crt restored", func(ctx context.Context) (bool, error) {
 		cm, err := cs.CoreV1().ConfigMaps("team").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
 		return err == nil && cm.Data["ca.crt"] == string(srv.Bundle.CAPEM()), err
 	})
@@ -53,7 +54,7 @@ func TestServiceAccountsAndRootCA(t *testing.T) {
 
 func waitDefaultAccount(t *testing.T, cs kubernetes.Interface, ns string) {
 	t.Helper()
-	eventually(t, 20*time.Second, "default ServiceAccount in "+ns, func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 20*time.Second, "default ServiceAccount in "+ns, func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
 	"github.com/nodelet/nodelet/controlplane/satoken"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // Upstream's tokens controller fills a Secret of type
@@ -47,7 +48,7 @@ func TestLegacyTokenSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	var secret *corev1.Secret
-	eventually(t, 30*time.Second, "token in the secret", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 30*time.Second, "token in the secret", func(ctx context.Context) (bool, error) {
 		secret, err = cs.CoreV1().Secrets(ns).Get(ctx, "ci-token", metav1.GetOptions{})
 		return err == nil && len(secret.Data[corev1.ServiceAccountTokenKey]) > 0, err
 	})

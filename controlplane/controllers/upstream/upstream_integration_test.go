@@ -14,13 +14,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // start runs every upstream controller against a real API server until the
@@ -62,13 +62,6 @@ func startOn(t *testing.T, srv *controlplanetest.Server, cfg Config) kubernetes.
 		factory.Shutdown()
 	})
 	return cs
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, cond); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
 }
 
 func podTemplate(app string) corev1.PodTemplateSpec {
@@ -138,7 +131,7 @@ func testJob(t *testing.T, cs kubernetes.Interface) {
 		t.Fatalf("create job pi: %v", err)
 	}
 	var pods []corev1.Pod
-	eventually(t, 20*time.Second, "job pods", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 20*time.Second, "job pods", func(ctx context.Context) (bool, error) {
 		var err error
 		pods, err = podsOf(ctx, cs, "pi")
 		return len(pods) == 2, err
@@ -146,7 +139,7 @@ func testJob(t *testing.T, cs kubernetes.Interface) {
 	for i := range pods {
 		setStatus(t, cs, &pods[i], corev1.PodSucceeded)
 	}
-	eventually(t, 30*time.Second, "job complete", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 30*time.Second, "job complete", func(ctx context.Context) (bool, error) {
 		j, err := cs.BatchV1().Jobs("default").Get(ctx, "pi", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -158,7 +151,7 @@ func testJob(t *testing.T, cs kubernetes.Interface) {
 		}
 		return false, nil
 	})
-	eventually(t, 20*time.Second, "job deleted after its TTL", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 20*time.Second, "job deleted after its TTL", func(ctx context.Context) (bool, error) {
 		j, err := cs.BatchV1().Jobs("default").Get(ctx, "pi", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -188,7 +181,7 @@ func testDisruptionBudget(t *testing.T, cs kubernetes.Interface) {
 	if _, err := cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create pdb db: %v", err)
 	}
-	eventually(t, 20*time.Second, "pdb status", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 20*time.Second, "pdb status", func(ctx context.Context) (bool, error) {
 		got, err := cs.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "db", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -215,7 +208,7 @@ func testDaemonSet(t *testing.T, cs kubernetes.Interface) {
 	if _, err := cs.AppsV1().DaemonSets("default").Create(ctx, ds, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create daemonset agent: %v", err)
 	}
-	eventually(t, 20*time.Second, "a daemon pod per node", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 20*time.Second, "a daemon pod per node", func(ctx context.Context) (bool, error) {
 		pods, err := podsOf(ctx, cs, "agent")
 		if err != nil || len(pods) != 2 {
 			return false, err
@@ -226,7 +219,7 @@ func testDaemonSet(t *testing.T, cs kubernetes.Interface) {
 		}
 		return nodes["node-a"] && nodes["node-b"], nil
 	})
-	eventually(t, 20*time.Second, "daemonset status", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 20*time.Second, "daemonset status", func(ctx context.Context) (bool, error) {
 		got, err := cs.AppsV1().DaemonSets("default").Get(ctx, "agent", metav1.GetOptions{})
 		return err == nil && got.Status.DesiredNumberScheduled == 2, err
 	})
@@ -260,7 +253,7 @@ func testStatefulSet(t *testing.T, cs kubernetes.Interface) {
 		t.Fatalf("create statefulset web: %v", err)
 	}
 	var web0 *corev1.Pod
-	eventually(t, 20*time.Second, "web-0", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 20*time.Second, "web-0", func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, "web-0", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -274,7 +267,7 @@ func testStatefulSet(t *testing.T, cs kubernetes.Interface) {
 		t.Fatalf("web-1 exists (err %v) before web-0 is ready", err)
 	}
 	setStatus(t, cs, web0, corev1.PodRunning)
-	eventually(t, 20*time.Second, "web-1 after web-0 is ready", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 20*time.Second, "web-1 after web-0 is ready", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Pods("default").Get(ctx, "web-1", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -296,7 +289,7 @@ func testCronJob(t *testing.T, cs kubernetes.Interface) {
 	if err != nil {
 		t.Fatalf("create cronjob tick: %v", err)
 	}
-	eventually(t, 75*time.Second, "a job of the cronjob", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, 75*time.Second, "a job of the cronjob", func(ctx context.Context) (bool, error) {
 		jobs, err := cs.BatchV1().Jobs("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,25 +30,6 @@ func newFixture(t *testing.T, cs kubernetes.Interface, ns string) *fixture {
 		t.Fatalf("create namespace %s: %v", ns, err)
 	}
 	return &fixture{t: t, cs: cs, ns: ns}
-}
-
-// eventually polls cond until it holds or 60 s pass (the machine is
-// shared: generous). cond's error explains why it does not hold yet; the
-// last one is reported.
-func (f *fixture) eventually(what string, cond func(ctx context.Context) (bool, error)) {
-	f.t.Helper()
-	ctx := f.t.Context()
-	deadline := time.Now().Add(60 * time.Second)
-	var last error
-	for time.Now().Before(deadline) {
-		ok, err := cond(ctx)
-		if ok {
-			return
-		}
-		last = err
-		time.Sleep(50 * time.Millisecond)
-	}
-	f.t.Fatalf("timed out waiting for %s (last: %v)", what, last)
 }
 
 func (f *fixture) pods(app string) []corev1.Pod {
