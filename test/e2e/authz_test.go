@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // userKubeconfig writes a kubeconfig for user in groups (a client
@@ -134,7 +136,7 @@ func TestAuthorizationMatrix(t *testing.T) {
   "metadata": {"name": "robot-token", "namespace": "team", "annotations": {"kubernetes.io/service-account.name": "robot"}}}`,
 		"create", "-f", "-")
 	var legacyToken string
-	waitUntil(t, 30*time.Second, "the tokens controller fills robot-token", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the tokens controller fills robot-token", func() bool {
 		out, _, err := cp.kubectl("get", "secret", "robot-token", "-n", "team", "-o", "jsonpath={.data.token}")
 		if err != nil || out == "" {
 			return false

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/nodelet/nodelet/hosttools"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 const (
@@ -62,7 +63,7 @@ var (
 func BenchmarkDebugCommands(b *testing.B) {
 	cp := startControlPlane(b, b.TempDir(), freePort(b))
 	node := startRealNode(b, cp, "node-debug-bench")
-	waitUntil(b, 60*time.Second, "node Ready", func() bool {
+	testkit.Eventually(b, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})
@@ -103,7 +104,7 @@ func BenchmarkDebugCommands(b *testing.B) {
 	b.ReportMetric(0, "ns/op") // the scenario's wall time says nothing
 
 	cp.must("delete", "-f", benchPodsFile, "--wait=false")
-	waitUntil(b, 90*time.Second, "benchmark pods gone from the API and the node", func() bool {
+	testkit.Eventually(b, 90*time.Second, "benchmark pods gone from the API and the node", func() bool {
 		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
 		return strings.TrimSpace(out) == "" && len(node.leftovers(b)) == 0
 	})
@@ -243,7 +244,7 @@ func writeBenchLog(b *testing.B, cp *controlPlane, node *realNode) float64 {
 	b.Helper()
 	cp.must("exec", "bench-logs", "--", "touch", "/tmp/go")
 	var path string
-	waitUntil(b, 3*time.Minute, "bench-logs' 100 MiB in its log file", func() bool {
+	testkit.Eventually(b, 3*time.Minute, "bench-logs' 100 MiB in its log file", func() bool {
 		m, _ := filepath.Glob(filepath.Join(node.dir, "pods", "default_bench-logs_*", "main", "0.log"))
 		if len(m) != 1 {
 			return false
@@ -386,7 +387,7 @@ func benchPortForward(b *testing.B, cp *controlPlane, node *realNode, s *benchSa
 	}
 	defer func() { cancel(); cmd.Wait() }()
 	base := fmt.Sprintf("http://127.0.0.1:%d/", port)
-	waitUntil(b, 20*time.Second, name+" forwarding", func() bool {
+	testkit.Eventually(b, 20*time.Second, name+" forwarding", func() bool {
 		body, _ := getLocal(base)
 		return strings.Contains(body, "Welcome to nginx!")
 	})

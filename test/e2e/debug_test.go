@@ -23,6 +23,7 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodelet/nodelet/hosttools"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // TestDebugCommandsOnRealNode drives kubectl logs, exec, cp, attach and
@@ -32,7 +33,7 @@ import (
 func TestDebugCommandsOnRealNode(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
 	node := startRealNode(t, cp, "node-debug")
-	waitUntil(t, 60*time.Second, "node Ready", func() bool {
+	testkit.Eventually(t, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})
@@ -60,7 +61,7 @@ func TestDebugCommandsOnRealNode(t *testing.T) {
 
 	cp.must("delete", "-f", "testdata/debug-pods.yaml", "--wait=false")
 	cp.must("delete", "-f", "testdata/nginx-deployment.yaml")
-	waitUntil(t, 90*time.Second, "no pods", func() bool {
+	testkit.Eventually(t, 90*time.Second, "no pods", func() bool {
 		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
 		return strings.TrimSpace(out) == ""
 	})
@@ -151,7 +152,7 @@ func testLogsFollow(t *testing.T, cp *controlPlane) {
 // testLogsPrevious waits for the crasher's first restart and reads the
 // previous instance's output.
 func testLogsPrevious(t *testing.T, cp *controlPlane) {
-	waitUntil(t, 60*time.Second, "crasher restarted", func() bool {
+	testkit.Eventually(t, 60*time.Second, "crasher restarted", func() bool {
 		out, _, _ := cp.kubectl("get", "pod", "crasher", "-o", "jsonpath={.status.containerStatuses[0].restartCount}")
 		return out != "" && out != "0"
 	})
@@ -241,7 +242,7 @@ func testPortForward(t *testing.T, cp *controlPlane) {
 		}
 		for _, port := range []int{p1, p2} {
 			var body string
-			waitUntil(t, 20*time.Second, fmt.Sprintf("nginx through port-forward %s on %d", target, port), func() bool {
+			testkit.Eventually(t, 20*time.Second, fmt.Sprintf("nginx through port-forward %s on %d", target, port), func() bool {
 				body, _ = getLocal(fmt.Sprintf("http://127.0.0.1:%d/", port))
 				return strings.Contains(body, "Welcome to nginx!")
 			})
@@ -267,7 +268,7 @@ func getLocal(url string) (string, error) {
 
 // testDebugErrors: clear errors, quickly, never a hang.
 func testDebugErrors(t *testing.T, cp *controlPlane) {
-	waitUntil(t, 60*time.Second, "pod done Succeeded", func() bool {
+	testkit.Eventually(t, 60*time.Second, "pod done Succeeded", func() bool {
 		out, _, _ := cp.kubectl("get", "pod", "done", "-o", "jsonpath={.status.phase}")
 		return out == "Succeeded"
 	})
@@ -406,7 +407,7 @@ func testSPDY(t *testing.T, cp *controlPlane) {
 		t.Fatal(err)
 	}
 	defer func() { cancel(); cmd.Wait() }()
-	waitUntil(t, 20*time.Second, "nginx through port-forward over SPDY", func() bool {
+	testkit.Eventually(t, 20*time.Second, "nginx through port-forward over SPDY", func() bool {
 		body, _ := getLocal(fmt.Sprintf("http://127.0.0.1:%d/", port))
 		return strings.Contains(body, "Welcome to nginx!")
 	})
@@ -427,7 +428,7 @@ func testNodeDown(t *testing.T, cp *controlPlane, node *realNode) {
 		}
 	}
 	node.start()
-	waitUntil(t, 30*time.Second, "logs after the nodelet's restart", func() bool {
+	testkit.Eventually(t, 30*time.Second, "logs after the nodelet's restart", func() bool {
 		out, _, err := cp.kubectl("logs", "box", "-c", "main", "--tail=1")
 		return err == nil && strings.HasPrefix(out, "tick ")
 	})
@@ -435,7 +436,7 @@ func testNodeDown(t *testing.T, cp *controlPlane, node *realNode) {
 	// and, restarted, is attachable again (the restarted nodelet took the
 	// pipes back).
 	var err error
-	waitUntil(t, 60*time.Second, "attach -i after the nodelet's restart", func() bool {
+	testkit.Eventually(t, 60*time.Second, "attach -i after the nodelet's restart", func() bool {
 		_, err = attachEcho(cp, 10*time.Second)
 		return err == nil
 	})
@@ -445,12 +446,12 @@ func testNodeDown(t *testing.T, cp *controlPlane, node *realNode) {
 // top to list the node and the pods with non-zero usage.
 func testTop(t *testing.T, cp *controlPlane, node *realNode) {
 	var out string
-	waitUntil(t, 60*time.Second, "kubectl top nodes", func() bool {
+	testkit.Eventually(t, 60*time.Second, "kubectl top nodes", func() bool {
 		out, _, _ = cp.kubectl("top", "nodes", "--no-headers")
 		f := strings.Fields(out)
 		return len(f) >= 5 && f[0] == node.name && f[1] != "0m" && f[3] != "0Mi"
 	})
-	waitUntil(t, 60*time.Second, "kubectl top pods", func() bool {
+	testkit.Eventually(t, 60*time.Second, "kubectl top pods", func() bool {
 		out, _, _ = cp.kubectl("top", "pods", "--no-headers", "--containers", "-l", "app=box")
 		// box main 1m 0Mi / box side ...: the busy loop uses CPU.
 		return strings.Contains(out, "box") && strings.Contains(out, "main") && strings.Contains(out, "side")
@@ -527,7 +528,7 @@ func testRunInteractive(t *testing.T, cp *controlPlane) {
 	if err != nil || !strings.Contains(string(b), "tty-done") || !strings.Contains(string(b), "/dev/pts/") {
 		t.Fatalf("kubectl run -it --rm: %v\n%s", err, b)
 	}
-	waitUntil(t, 60*time.Second, "the run pods deleted", func() bool {
+	testkit.Eventually(t, 60*time.Second, "the run pods deleted", func() bool {
 		out, _, _ := cp.kubectl("get", "pods", "runner", "tty-runner", "--ignore-not-found", "-o", "name")
 		return strings.TrimSpace(out) == ""
 	})

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // dnsManifest: busybox httpd pods behind a ClusterIP Service (named port)
@@ -126,7 +128,7 @@ func TestClusterDNSOnRealNode(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
 	node := startRealNode(t, cp, "node-dns")
 	upstream := startUpstreamInNetns(t, "/run/netns/"+node.netns)
-	waitUntil(t, 60*time.Second, "node Ready", func() bool {
+	testkit.Eventually(t, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})
@@ -238,7 +240,7 @@ func TestClusterDNSOnRealNode(t *testing.T) {
 
 	cp.must("delete", "deployment/web", "pod/named", "pod/client", "svc/web", "svc/web-headless", "svc/ext", "--wait=false")
 	cp.must("-n", "sts", "delete", "statefulset/web", "svc/web", "--wait=false")
-	waitUntil(t, 90*time.Second, "no pods", func() bool {
+	testkit.Eventually(t, 90*time.Second, "no pods", func() bool {
 		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
 		sts, _, _ := cp.kubectl("-n", "sts", "get", "pods", "-o", "name")
 		return strings.TrimSpace(out+sts) == ""

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nodelet/nodelet/cgroups"
 	"github.com/nodelet/nodelet/eviction"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // hogBytes is what the BestEffort pod holds: hogTails busybox tails, each
@@ -45,7 +46,7 @@ func TestEvictionOnRealNode(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
 	node := startRealNode(t, cp, "node-evict", fmt.Sprintf("--eviction-hard=memory.available<%dMi", threshold),
 		"--eviction-pressure-transition-period=5m", "--eviction-max-pod-grace-period=5")
-	waitUntil(t, 60*time.Second, "node Ready", func() bool {
+	testkit.Eventually(t, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})
@@ -57,7 +58,7 @@ func TestEvictionOnRealNode(t *testing.T) {
 	cp.must("run", "hog", "--image=busybox:1.36", "--image-pull-policy=IfNotPresent", "--restart=Never", "--",
 		"sh", "-c", fmt.Sprintf("for i in $(seq %d); do (head -c %d /dev/zero; sleep 3600) | tail & done; wait", hogTails, hogBytes/hogTails))
 
-	waitUntil(t, 90*time.Second, "the hog evicted", func() bool {
+	testkit.Eventually(t, 90*time.Second, "the hog evicted", func() bool {
 		out, _, _ := cp.kubectl("get", "pod", "hog", "-o", "jsonpath={.status.phase}/{.status.reason}")
 		return out == "Failed/Evicted"
 	})
@@ -75,7 +76,7 @@ func TestEvictionOnRealNode(t *testing.T) {
 	if got := nodeCondition(cp, node.name, "MemoryPressure"); got != "True" {
 		t.Errorf("MemoryPressure after the eviction: %q", got)
 	}
-	waitUntil(t, 60*time.Second, "the memory-pressure taint", func() bool {
+	testkit.Eventually(t, 60*time.Second, "the memory-pressure taint", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", "jsonpath={.spec.taints}")
 		return strings.Contains(out, `"key":"node.kubernetes.io/memory-pressure"`) && strings.Contains(out, `"effect":"NoSchedule"`)
 	})
@@ -84,7 +85,7 @@ func TestEvictionOnRealNode(t *testing.T) {
 	// tainted node, admission is what is tested.
 	cp.mustStdin(boundPod("late-besteffort", node.name, ""), "apply", "-f", "-")
 	cp.mustStdin(boundPod("late-burstable", node.name, "resources: {requests: {memory: 16Mi}}"), "apply", "-f", "-")
-	waitUntil(t, 60*time.Second, "the new BestEffort pod refused", func() bool {
+	testkit.Eventually(t, 60*time.Second, "the new BestEffort pod refused", func() bool {
 		out, _, _ := cp.kubectl("get", "pod", "late-besteffort", "-o", "jsonpath={.status.phase}/{.status.reason}/{.status.message}")
 		return out == "Failed/Evicted/The node had condition: [MemoryPressure]. "
 	})
@@ -104,7 +105,7 @@ func TestEvictionOnRealNode(t *testing.T) {
 	}
 
 	cp.must("delete", "pods", "--all", "--grace-period=0", "--wait=false")
-	waitUntil(t, 90*time.Second, "no pods", func() bool {
+	testkit.Eventually(t, 90*time.Second, "no pods", func() bool {
 		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
 		return strings.TrimSpace(out) == ""
 	})

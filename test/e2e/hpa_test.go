@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // burnManifest: one busy-looping pod per replica, limited to 200m so that
@@ -39,7 +41,7 @@ spec:
 func TestHorizontalPodAutoscalerOnRealNode(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t), "--horizontal-pod-autoscaler-sync-period=2s")
 	node := startRealNode(t, cp, "node-hpa")
-	waitUntil(t, 60*time.Second, "node Ready", func() bool {
+	testkit.Eventually(t, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})
@@ -47,14 +49,14 @@ func TestHorizontalPodAutoscalerOnRealNode(t *testing.T) {
 	cp.must("rollout", "status", "deployment/burn", "--timeout=120s")
 	cp.must("autoscale", "deployment", "burn", "--cpu-percent=50", "--min=1", "--max=3")
 
-	waitUntil(t, 120*time.Second, "three ready replicas", func() bool {
+	testkit.Eventually(t, 120*time.Second, "three ready replicas", func() bool {
 		out, _, _ := cp.kubectl("get", "deployment", "burn", "-o", "jsonpath={.spec.replicas} {.status.readyReplicas}")
 		return out == "3 3"
 	})
 	// kubectl get hpa: REFERENCE, TARGETS "cpu: N%/50%" with N over the
 	// target, MINPODS 1, MAXPODS 3, REPLICAS 3.
 	var row []string
-	waitUntil(t, 60*time.Second, "kubectl get hpa with the measured utilization", func() bool {
+	testkit.Eventually(t, 60*time.Second, "kubectl get hpa with the measured utilization", func() bool {
 		out, _, _ := cp.kubectl("get", "hpa", "burn", "--no-headers")
 		row = strings.Fields(out)
 		return len(row) == 8 && row[4] == "1" && row[5] == "3" && row[6] == "3"
@@ -76,5 +78,5 @@ func TestHorizontalPodAutoscalerOnRealNode(t *testing.T) {
 	cp.must("delete", "deployment", "burn", "--wait=true", "--timeout=60s")
 	// The node ends with nothing of the pods (their token volumes are
 	// mounts): the Deployment's deletion only starts theirs.
-	waitUntil(t, 60*time.Second, "nothing of the pods left on the node", func() bool { return len(node.leftovers(t)) == 0 })
+	testkit.Eventually(t, 60*time.Second, "nothing of the pods left on the node", func() bool { return len(node.leftovers(t)) == 0 })
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nodelet/nodelet/hosttools"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // testInClusterClient runs a client-go program in a pod on the lab's
@@ -62,7 +63,7 @@ spec:
 	e.cp.mustStdin(pod, "apply", "-f", "-")
 	defer e.cp.kubectl("delete", "pod", "incluster", "--grace-period=0", "--force")
 	var phase string
-	waitUntil(t, 90*time.Second, "the in-cluster client pod to finish", func() bool {
+	testkit.Eventually(t, 90*time.Second, "the in-cluster client pod to finish", func() bool {
 		phase, _, _ = e.cp.kubectl("get", "pod", "incluster", "-o", "jsonpath={.status.phase}")
 		return phase == "Succeeded" || phase == "Failed"
 	})

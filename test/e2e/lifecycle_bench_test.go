@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 const (
@@ -60,7 +62,7 @@ const (
 func BenchmarkProbeOverhead(b *testing.B) {
 	cp := startControlPlane(b, b.TempDir(), freePort(b))
 	node := startRealNode(b, cp, "node-probe-bench")
-	waitUntil(b, 60*time.Second, "node Ready", func() bool {
+	testkit.Eventually(b, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})
@@ -92,7 +94,7 @@ func BenchmarkProbeOverhead(b *testing.B) {
 			start := time.Now()
 			createFromTemplate(b, cs, node.name, templates[v.template], probed)
 			createFromTemplate(b, cs, node.name, templates["probe-none"], plain)
-			waitUntil(b, 3*time.Minute, v.name+": all containers running", func() bool {
+			testkit.Eventually(b, 3*time.Minute, v.name+": all containers running", func() bool {
 				return countPods(b, cs, allRunning) == probePods
 			})
 			b.ReportMetric(time.Since(start).Seconds(), v.name+"-running100-s")
@@ -153,7 +155,7 @@ func allRunning(p corev1.Pod) bool {
 func BenchmarkPodStartupWithVolumes(b *testing.B) {
 	cp := startControlPlane(b, b.TempDir(), freePort(b))
 	node := startRealNode(b, cp, "node-volume-bench")
-	waitUntil(b, 60*time.Second, "node Ready", func() bool {
+	testkit.Eventually(b, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // TestPodLifecycleOnRealNode: what a user sees when things happen to pods,
@@ -15,14 +17,14 @@ import (
 func TestPodLifecycleOnRealNode(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
 	node := startRealNode(t, cp, "node-life")
-	waitUntil(t, 60*time.Second, "node Ready", func() bool {
+	testkit.Eventually(t, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})
 	cp.must("apply", "-f", "testdata/lifecycle-pods.yaml")
 
 	t.Run("OOMKilled", func(t *testing.T) {
-		waitUntil(t, 60*time.Second, "hog OOMKilled", func() bool {
+		testkit.Eventually(t, 60*time.Second, "hog OOMKilled", func() bool {
 			out, _, _ := cp.kubectl("get", "pod", "hog", "-o", "jsonpath={.status.containerStatuses[0].state.terminated.reason} {.status.containerStatuses[0].state.terminated.exitCode}")
 			return out == "OOMKilled 137"
 		})
@@ -33,17 +35,17 @@ func TestPodLifecycleOnRealNode(t *testing.T) {
 	t.Run("events", func(t *testing.T) {
 		cp.must("wait", "--for=condition=Ready", "pod/web", "--timeout=60s")
 		var out string
-		waitUntil(t, 30*time.Second, "the pod's events in kubectl describe", func() bool {
+		testkit.Eventually(t, 30*time.Second, "the pod's events in kubectl describe", func() bool {
 			out = cp.must("describe", "pod", "web")
 			return strings.Contains(out, "already present on machine") && strings.Contains(out, "Created container web") &&
 				strings.Contains(out, "Started container web") && strings.Contains(out, "kubelet")
 		})
-		waitUntil(t, 30*time.Second, "the node's events", func() bool {
+		testkit.Eventually(t, 30*time.Second, "the node's events", func() bool {
 			out = cp.must("get", "events", "--field-selector", "involvedObject.kind=Node", "-o", "custom-columns=REASON:.reason", "--no-headers")
 			return strings.Contains(out, "Starting") && strings.Contains(out, "NodeReady")
 		})
 		cp.must("delete", "pod", "web")
-		waitUntil(t, 30*time.Second, "a Killing event", func() bool {
+		testkit.Eventually(t, 30*time.Second, "a Killing event", func() bool {
 			out = cp.must("get", "events", "--field-selector", "involvedObject.name=web,reason=Killing", "-o", "name")
 			return strings.TrimSpace(out) != ""
 		})
@@ -63,7 +65,7 @@ func TestPodLifecycleOnRealNode(t *testing.T) {
 	t.Run("hooks", func(t *testing.T) { testHooks(t, cp) })
 
 	cp.must("delete", "-f", "testdata/lifecycle-pods.yaml", "--ignore-not-found", "--wait=false")
-	waitUntil(t, 90*time.Second, "no pods", func() bool {
+	testkit.Eventually(t, 90*time.Second, "no pods", func() bool {
 		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
 		return strings.TrimSpace(out) == ""
 	})
@@ -94,7 +96,7 @@ func testVolumes(t *testing.T, cp *controlPlane) {
 		}
 	}
 	cp.must("patch", "configmap", "cfg", "-p", `{"data":{"greeting":"bonjour"}}`)
-	waitUntil(t, 60*time.Second, "the changed ConfigMap in the running pod", func() bool {
+	testkit.Eventually(t, 60*time.Second, "the changed ConfigMap in the running pod", func() bool {
 		return strings.TrimSpace(exec("cat /cfg/greeting")) == "bonjour"
 	})
 }
@@ -110,24 +112,24 @@ func testProbes(t *testing.T, cp *controlPlane) {
 	ready := func(c string) string {
 		return field(fmt.Sprintf(`{.status.containerStatuses[?(@.name=="%s")].ready}`, c))
 	}
-	waitUntil(t, 60*time.Second, "web ready (HTTP probe)", func() bool { return ready("web") == "true" })
+	testkit.Eventually(t, 60*time.Second, "web ready (HTTP probe)", func() bool { return ready("web") == "true" })
 	// slow: running, its startup probe failing, liveness held back.
 	time.Sleep(3 * time.Second)
 	if got := field(`{.status.containerStatuses[?(@.name=="slow")].started} {.status.containerStatuses[?(@.name=="slow")].restartCount} {.status.conditions[?(@.type=="Ready")].status}`); got != "false 0 False" {
 		t.Fatalf("slow before its startup probe passes (started restarts podReady): %q", got)
 	}
 	cp.must("exec", "probed", "-c", "slow", "--", "touch", "/tmp/alive", "/tmp/started")
-	waitUntil(t, 30*time.Second, "slow started and ready, the pod Ready", func() bool {
+	testkit.Eventually(t, 30*time.Second, "slow started and ready, the pod Ready", func() bool {
 		return field(`{.status.containerStatuses[?(@.name=="slow")].started} {.status.containerStatuses[?(@.name=="slow")].ready} {.status.conditions[?(@.type=="Ready")].status}`) == "true true True"
 	})
 	// Readiness follows the file httpd serves.
 	cp.must("exec", "probed", "-c", "web", "--", "rm", "/www/index.html")
-	waitUntil(t, 30*time.Second, "web not ready", func() bool { return ready("web") == "false" })
+	testkit.Eventually(t, 30*time.Second, "web not ready", func() bool { return ready("web") == "false" })
 	cp.must("exec", "probed", "-c", "web", "--", "sh", "-c", "echo ok > /www/index.html")
-	waitUntil(t, 30*time.Second, "web ready again", func() bool { return ready("web") == "true" })
+	testkit.Eventually(t, 30*time.Second, "web ready again", func() bool { return ready("web") == "true" })
 	// Liveness: the restarted web recreates /tmp/alive, so one restart.
 	cp.must("exec", "probed", "-c", "web", "--", "rm", "/tmp/alive")
-	waitUntil(t, 60*time.Second, "web restarted by its liveness probe", func() bool {
+	testkit.Eventually(t, 60*time.Second, "web restarted by its liveness probe", func() bool {
 		return field(`{.status.containerStatuses[?(@.name=="web")].restartCount}`) == "1" && ready("web") == "true"
 	})
 	time.Sleep(3 * time.Second)
@@ -194,7 +196,7 @@ func testHooks(t *testing.T, cp *controlPlane) {
 	if err != nil || string(log) != "poststart\nprestop\nterm\n" {
 		t.Errorf("hook log %q (%v), want poststart, prestop, term", log, err)
 	}
-	waitUntil(t, 60*time.Second, "badhook restarted after its failed postStart", func() bool {
+	testkit.Eventually(t, 60*time.Second, "badhook restarted after its failed postStart", func() bool {
 		out, _, _ := cp.kubectl("get", "pod", "badhook", "-o", "jsonpath={.status.containerStatuses[0].restartCount}")
 		return out != "" && out != "0"
 	})

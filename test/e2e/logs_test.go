@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodelet/nodelet/hosttools"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // TestContainerLogsOnRealNode checks the node's container logger: one
@@ -23,7 +24,7 @@ import (
 func TestContainerLogsOnRealNode(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
 	node := startRealNode(t, cp, "node-logs", "--container-log-max-size=4Ki", "--container-log-max-files=3")
-	waitUntil(t, 60*time.Second, "node Ready", func() bool {
+	testkit.Eventually(t, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})
@@ -53,7 +54,7 @@ func TestContainerLogsOnRealNode(t *testing.T) {
 	t.Run("logger killed", func(t *testing.T) { testLoggerKilled(t, cp, node) })
 
 	cp.must("delete", "pods", "--all", "--grace-period=0", "--wait=false")
-	waitUntil(t, 90*time.Second, "no pods", func() bool {
+	testkit.Eventually(t, 90*time.Second, "no pods", func() bool {
 		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
 		return strings.TrimSpace(out) == ""
 	})
@@ -91,7 +92,7 @@ func podLogFiles(t *testing.T, cp *controlPlane, node *realNode, pod string) []s
 }
 
 func testRotation(t *testing.T, cp *controlPlane, node *realNode) {
-	waitUntil(t, 30*time.Second, "burst done", func() bool {
+	testkit.Eventually(t, 30*time.Second, "burst done", func() bool {
 		out, _, _ := cp.kubectl("logs", "burst", "--tail=1")
 		return strings.TrimSpace(out) == "burst-done"
 	})
@@ -171,7 +172,7 @@ func testLogsWhileNodeletDown(t *testing.T, cp *controlPlane, node *realNode) {
 		t.Errorf("with the nodelet down for 3 s the ticker's log did not reach tick %d", last+40)
 	}
 	node.start()
-	waitUntil(t, 30*time.Second, "logs after the restart", func() bool {
+	testkit.Eventually(t, 30*time.Second, "logs after the restart", func() bool {
 		_, _, err := cp.kubectl("logs", "ticker", "--tail=1")
 		return err == nil
 	})
@@ -185,12 +186,12 @@ func testLoggerKilled(t *testing.T, cp *controlPlane, node *realNode) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, "a new logger", func() bool {
+	testkit.Eventually(t, 20*time.Second, "a new logger", func() bool {
 		p := loggerPIDOrZero(node)
 		return p != 0 && p != pid
 	})
 	start := lastTick(t, cp)
-	waitUntil(t, 10*time.Second, "the ticker logged again", func() bool { return lastTick(t, cp) > start+10 })
+	testkit.Eventually(t, 10*time.Second, "the ticker logged again", func() bool { return lastTick(t, cp) > start+10 })
 	checkTicksContinuous(t, cp)
 }
 

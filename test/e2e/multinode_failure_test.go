@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // testNodeFailure kills node3 (nodelet and containerd, as a machine that
@@ -27,8 +28,8 @@ import (
 func testNodeFailure(t *testing.T, e *labEnv, cs kubernetes.Interface, evicted []corev1.Pod) {
 	survivor := getPod(t, cs, "survivor")
 	e.killNode("node3")
-	waitUntil(t, 90*time.Second, "node3 not Ready", func() bool { return e.readyStatus("node3") != "True" })
-	waitUntil(t, 3*time.Minute, "6 spread pods Ready on node1 and node2", func() bool {
+	testkit.Eventually(t, 90*time.Second, "node3 not Ready", func() bool { return e.readyStatus("node3") != "True" })
+	testkit.Eventually(t, 3*time.Minute, "6 spread pods Ready on node1 and node2", func() bool {
 		pods := livePodsByNode(t, cs, "spread")
 		ready := 0
 		for _, n := range []string{"node1", "node2"} {
@@ -42,8 +43,8 @@ func testNodeFailure(t *testing.T, e *labEnv, cs kubernetes.Interface, evicted [
 	})
 
 	e.startNode("node3")
-	waitUntil(t, 2*time.Minute, "node3 Ready again", func() bool { return e.readyStatus("node3") == "True" })
-	waitUntil(t, 2*time.Minute, "the evicted pods gone from the API", func() bool {
+	testkit.Eventually(t, 2*time.Minute, "node3 Ready again", func() bool { return e.readyStatus("node3") == "True" })
+	testkit.Eventually(t, 2*time.Minute, "the evicted pods gone from the API", func() bool {
 		for _, p := range evicted {
 			got, err := cs.CoreV1().Pods(p.Namespace).Get(context.Background(), p.Name, metav1.GetOptions{})
 			if err == nil && got.UID == p.UID || err != nil && !apierrors.IsNotFound(err) {
@@ -53,7 +54,7 @@ func testNodeFailure(t *testing.T, e *labEnv, cs kubernetes.Interface, evicted [
 		return true
 	})
 	files := e.files("node3")
-	waitUntil(t, time.Minute, "nothing of the evicted pods on node3", func() bool {
+	testkit.Eventually(t, time.Minute, "nothing of the evicted pods on node3", func() bool {
 		for _, p := range evicted {
 			if left := files.podRemains(t, p.UID); len(left) > 0 {
 				t.Logf("%s still has: %v", p.Name, left)
@@ -69,7 +70,7 @@ func testNodeFailure(t *testing.T, e *labEnv, cs kubernetes.Interface, evicted [
 	}
 	waitDaemonOnEveryNode(t, cs, "node3")
 
-	waitUntil(t, time.Minute, "the survivor reported Ready again", func() bool { return podReady(getPod(t, cs, "survivor")) })
+	testkit.Eventually(t, time.Minute, "the survivor reported Ready again", func() bool { return podReady(getPod(t, cs, "survivor")) })
 	after := getPod(t, cs, "survivor")
 	if b, a := survivor.Status.ContainerStatuses[0], after.Status.ContainerStatuses[0]; a.ContainerID != b.ContainerID || a.RestartCount != 0 {
 		t.Errorf("survivor's container %s (restarts %d) became %s (restarts %d): it should have run through the outage",
@@ -77,7 +78,7 @@ func testNodeFailure(t *testing.T, e *labEnv, cs kubernetes.Interface, evicted [
 	}
 
 	e.cp.must("delete", "pod/survivor", "daemonset/every", "--wait=true", "--timeout=60s")
-	waitUntil(t, time.Minute, "node3 empty", func() bool { return len(files.leftovers(t)) == 0 })
+	testkit.Eventually(t, time.Minute, "node3 empty", func() bool { return len(files.leftovers(t)) == 0 })
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodelet/nodelet/lab"
 	"github.com/nodelet/nodelet/network"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // testDaemonSetNewNode adds a fourth node to the lab after the every
@@ -45,15 +46,15 @@ func testDaemonSetNewNode(t *testing.T, e *labEnv, cs kubernetes.Interface) {
 		t.Fatal(err)
 	}
 	route := fmt.Sprintf("%s via %s", node.Spec.PodCIDR, n.IP)
-	waitUntil(t, 30*time.Second, "node1's route to "+route, func() bool { return strings.Contains(nodeRoutes(t, e, "node1"), route) })
+	testkit.Eventually(t, 30*time.Second, "node1's route to "+route, func() bool { return strings.Contains(nodeRoutes(t, e, "node1"), route) })
 
 	e.cp.must("taint", "node", name, "e2e/leaving=true:NoExecute")
-	waitUntil(t, time.Minute, "no every pod on "+name, func() bool {
+	testkit.Eventually(t, time.Minute, "no every pod on "+name, func() bool {
 		list, err := cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: "app=every", FieldSelector: "spec.nodeName=" + name})
 		return err == nil && len(list.Items) == 0
 	})
 	samePods(t, before, waitDaemonOnNodes(t, cs, three, ""), three)
-	waitUntil(t, time.Minute, "nothing of the pod left on "+name, func() bool { return len(files.leftovers(t)) == 0 })
+	testkit.Eventually(t, time.Minute, "nothing of the pod left on "+name, func() bool { return len(files.leftovers(t)) == 0 })
 
 	e.removeNode(name)
 	if _, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -72,7 +73,7 @@ func testDaemonSetNewNode(t *testing.T, e *labEnv, cs kubernetes.Interface) {
 			t.Errorf("cgroup %s remains after removing %s", p, name)
 		}
 	}
-	waitUntil(t, 30*time.Second, "node1 without a route to "+route, func() bool { return !strings.Contains(nodeRoutes(t, e, "node1"), node.Spec.PodCIDR+" ") })
+	testkit.Eventually(t, 30*time.Second, "node1 without a route to "+route, func() bool { return !strings.Contains(nodeRoutes(t, e, "node1"), node.Spec.PodCIDR+" ") })
 	samePods(t, before, waitDaemonOnNodes(t, cs, three, ""), three)
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodelet/nodelet/lab"
 	"github.com/nodelet/nodelet/network"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 const spreadDeployment = `apiVersion: apps/v1
@@ -274,7 +275,7 @@ func testCrossNode(t *testing.T, e *labEnv, cs kubernetes.Interface, perNode map
 				t.Errorf("client on node1 -> %s on %s (%s): %v %s\n%s", p.Name, node, p.Status.PodIP, err, errOut, out)
 				continue
 			}
-			waitUntil(t, 10*time.Second, "nginx access log of "+p.Name, func() bool {
+			testkit.Eventually(t, 10*time.Second, "nginx access log of "+p.Name, func() bool {
 				logs, _, _ := e.cp.kubectl("logs", p.Name)
 				return strings.Contains(logs, clientIP+" - - ")
 			})

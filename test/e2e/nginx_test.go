@@ -8,6 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // TestNginxOnRealNode is the product's smoke test with the real kubectl
@@ -18,7 +20,7 @@ import (
 func TestNginxOnRealNode(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
 	node := startRealNode(t, cp, "node-e2e")
-	waitUntil(t, 60*time.Second, "node Ready", func() bool {
+	testkit.Eventually(t, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})
@@ -54,7 +56,7 @@ func TestNginxOnRealNode(t *testing.T) {
 	assertNginxAnswers(t, node, rolled)
 
 	cp.must("scale", "deployment/nginx-deployment", "--replicas=0")
-	waitUntil(t, 90*time.Second, "no pods", func() bool {
+	testkit.Eventually(t, 90*time.Second, "no pods", func() bool {
 		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
 		return strings.TrimSpace(out) == ""
 	})
@@ -74,7 +76,7 @@ func testCrashRestart(t *testing.T, cp *controlPlane, node *realNode) {
 	cp.must("delete", "pod", victim.Name, "--grace-period=0", "--force")
 	node.start()
 	cp.must("rollout", "status", "deployment/nginx-deployment", "--timeout=120s")
-	waitUntil(t, 60*time.Second, "the deleted pod's containers and cgroup to go", func() bool {
+	testkit.Eventually(t, 60*time.Second, "the deleted pod's containers and cgroup to go", func() bool {
 		return !node.holdsPod(t, victim.UID)
 	})
 	after := map[string]corev1.Pod{}
@@ -100,7 +102,7 @@ func testCrashRestart(t *testing.T, cp *controlPlane, node *realNode) {
 func nginxPods(t *testing.T, cp *controlPlane, want int) []corev1.Pod {
 	t.Helper()
 	var pods []corev1.Pod
-	waitUntil(t, 90*time.Second, fmt.Sprintf("%d ready nginx pods", want), func() bool {
+	testkit.Eventually(t, 90*time.Second, fmt.Sprintf("%d ready nginx pods", want), func() bool {
 		out, _, err := cp.kubectl("get", "pods", "-l", "app=nginx", "-o", "json")
 		if err != nil {
 			return false

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // BenchmarkPodStartup measures a real node (the nodelet binary, a private
@@ -29,7 +31,7 @@ import (
 func BenchmarkPodStartup(b *testing.B) {
 	cp := startControlPlane(b, b.TempDir(), freePort(b))
 	node := startRealNode(b, cp, "node-bench")
-	waitUntil(b, 60*time.Second, "node Ready", func() bool {
+	testkit.Eventually(b, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})
@@ -112,7 +114,7 @@ func deleteBenchPods(b testing.TB, cs kubernetes.Interface, node *realNode) {
 	if err != nil {
 		b.Fatalf("delete pods: %v", err)
 	}
-	waitUntil(b, 3*time.Minute, "benchmark pods gone", func() bool {
+	testkit.Eventually(b, 3*time.Minute, "benchmark pods gone", func() bool {
 		list, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "bench=startup"})
 		return err == nil && len(list.Items) == 0 && len(node.leftovers(b)) == 0
 	})

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // BenchmarkNodeMemory measures what a real node costs in memory beside its
@@ -18,7 +20,7 @@ import (
 func BenchmarkNodeMemory(b *testing.B) {
 	cp := startControlPlane(b, b.TempDir(), freePort(b))
 	node := startRealNode(b, cp, "node-mem")
-	waitUntil(b, 60*time.Second, "node Ready", func() bool {
+	testkit.Eventually(b, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})

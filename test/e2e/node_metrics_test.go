@@ -2,31 +2,16 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/containerd/containerd/v2/core/content"
-	"github.com/containerd/containerd/v2/core/images/archive"
-	"github.com/containerd/containerd/v2/core/remotes"
-	"github.com/containerd/containerd/v2/core/remotes/docker"
-	"github.com/containerd/containerd/v2/core/remotes/docker/config"
-	"github.com/containerd/containerd/v2/plugins/content/local"
-	"github.com/containerd/platforms"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-
-	"github.com/nodelet/nodelet/hosttools"
-	"github.com/nodelet/nodelet/test/images"
+	"github.com/nodelet/nodelet/test/testkit"
+	"github.com/nodelet/nodelet/test/testkit/testregistry"
 )
 
 // nodeMetricsPods: "probed" has an exec readiness probe every second;
@@ -66,13 +51,13 @@ spec:
 func TestNodeMetrics(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
 	node := startRealNode(t, cp, "node-metrics")
-	reg := startE2ERegistry(t)
+	reg := testregistry.Start(t, "", "")
 	// The nodelet reaches the registry at the same address inside its
 	// namespace (plain HTTP: a loopback registry with a port).
-	forwardIntoNetns(t, "/run/netns/"+node.netns, reg)
-	image := reg + "/library/busybox:pulled"
-	pushBusybox(t, image)
-	waitUntil(t, 60*time.Second, "node Ready", func() bool {
+	forwardIntoNetns(t, "/run/netns/"+node.netns, reg.Host)
+	image := reg.Host + "/library/busybox:pulled"
+	testregistry.NewImageSource(t).Push(t, reg, "library/busybox:pulled")
+	testkit.Eventually(t, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})
@@ -140,7 +125,7 @@ func TestNodeMetrics(t *testing.T) {
 
 	// Once the pods are gone, the gauges follow and the probe series go.
 	cp.must("delete", "pod", "probed", "pulled")
-	waitUntil(t, 60*time.Second, "no running pods in the metrics", func() bool {
+	testkit.Eventually(t, 60*time.Second, "no running pods in the metrics", func() bool {
 		out = cp.must("get", "--raw", path)
 		return sample(out, "kubelet_running_pods") == 0 && sample(out, "kubelet_running_containers", `container_state="running"`) == 0 &&
 			!strings.Contains(out, `pod="probed"`)
@@ -238,102 +223,4 @@ func grepSamples(out string, prefixes ...string) string {
 		}
 	}
 	return strings.Join(keep, "\n")
-}
-
-// startE2ERegistry runs Debian's docker-registry (distribution 2.8) on a
-// free port of the host's loopback, storage in a temporary directory,
-// until the test ends, and returns its host:port.
-func startE2ERegistry(t *testing.T) string {
-	t.Helper()
-	bin, err := hosttools.Path("docker-registry")
-	if err != nil {
-		t.Fatalf("docker-registry is not installed (apt-get install docker-registry): %v", err)
-	}
-	dir := t.TempDir()
-	host := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	conf := fmt.Sprintf("version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\n"+
-		"storage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n  secret: nodelet-e2e\n", filepath.Join(dir, "storage"), host)
-	cfgPath := filepath.Join(dir, "config.yml")
-	if err := os.WriteFile(cfgPath, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logs := &lockedBuffer{}
-	cmd := exec.Command(bin, "serve", cfgPath)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start docker-registry: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("docker-registry log:\n%s", logs.tail(50))
-		}
-	})
-	client := &http.Client{Timeout: time.Second}
-	waitUntil(t, 20*time.Second, "docker-registry on "+host, func() bool {
-		select {
-		case <-exited:
-			t.Fatalf("docker-registry exited at start:\n%s", logs.tail(50))
-		default:
-		}
-		resp, err := client.Get("http://" + host + "/v2/")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return host
-}
-
-// pushBusybox pushes the test busybox image to ref (host:port/repo:tag on
-// a plain-HTTP registry) with containerd's pusher, from a content store of
-// the test's own.
-func pushBusybox(t *testing.T, ref string) {
-	t.Helper()
-	ctx := context.Background()
-	dir := t.TempDir()
-	tarPath, _, err := images.Busybox(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := local.NewStore(filepath.Join(dir, "content"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(tarPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	indexDesc, err := archive.ImportIndex(ctx, store, f)
-	if err != nil {
-		t.Fatalf("import busybox archive: %v", err)
-	}
-	data, err := content.ReadBlob(ctx, store, indexDesc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var index ocispec.Index
-	if err := json.Unmarshal(data, &index); err != nil || len(index.Manifests) == 0 {
-		t.Fatalf("busybox archive index: %v (%d manifests)", err, len(index.Manifests))
-	}
-	m := index.Manifests[0]
-	desc := ocispec.Descriptor{MediaType: m.MediaType, Digest: m.Digest, Size: m.Size}
-	resolver := docker.NewResolver(docker.ResolverOptions{Hosts: config.ConfigureHosts(ctx, config.HostOptions{DefaultScheme: "http"})})
-	pusher, err := resolver.Pusher(ctx, ref)
-	if err != nil {
-		t.Fatalf("pusher for %s: %v", ref, err)
-	}
-	if err := remotes.PushContent(ctx, pusher, desc, store, nil, platforms.All, nil); err != nil {
-		t.Fatalf("push %s: %v", ref, err)
-	}
 }

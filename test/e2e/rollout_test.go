@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // TestDeploymentLifecycle drives controllers and scheduler with the real
@@ -62,11 +64,11 @@ func TestDeploymentLifecycle(t *testing.T) {
 
 	// A node stops heartbeating: it is tainted and its pods are replaced elsewhere.
 	nodes["node-0"].stop()
-	waitUntil(t, 60*time.Second, "node-0 tainted unreachable", func() bool {
+	testkit.Eventually(t, 60*time.Second, "node-0 tainted unreachable", func() bool {
 		out, _, _ := cp.kubectl("get", "node", "node-0", "-o", "jsonpath={.spec.taints[*].key}")
 		return strings.Contains(out, "node.kubernetes.io/unreachable")
 	})
-	waitUntil(t, 90*time.Second, "pods replaced off node-0", func() bool {
+	testkit.Eventually(t, 90*time.Second, "pods replaced off node-0", func() bool {
 		pods, err := cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return false
@@ -81,7 +83,7 @@ func TestDeploymentLifecycle(t *testing.T) {
 	})
 
 	cp.must("delete", "deployment/nginx-deployment")
-	waitUntil(t, 60*time.Second, "ReplicaSets and live pods gone", func() bool {
+	testkit.Eventually(t, 60*time.Second, "ReplicaSets and live pods gone", func() bool {
 		rs, _, _ := cp.kubectl("get", "rs", "-o", "name")
 		pods, err := cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
 		if err != nil || strings.TrimSpace(rs) != "" {
@@ -113,16 +115,5 @@ func assertSpread(t *testing.T, cp *controlPlane, want, nodes int) {
 	}
 	if count != want || len(seen) != nodes {
 		t.Fatalf("want %d running pods over %d nodes, got %d over %v:\n%s", want, nodes, count, seen, out)
-	}
-}
-
-func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/lab"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // echoManifest: busybox httpd pods answering with their hostname, ready
@@ -72,7 +73,7 @@ spec:
 func TestServicesOnRealNode(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
 	node := startRealNode(t, cp, "node-svc")
-	waitUntil(t, 60*time.Second, "node Ready", func() bool {
+	testkit.Eventually(t, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})
@@ -85,14 +86,14 @@ func TestServicesOnRealNode(t *testing.T) {
 	// nginx through `kubectl expose`, from a busybox pod, by IP.
 	cp.must("expose", "deployment", "nginx-deployment", "--port", "80")
 	nginxIP := cp.must("get", "service", "nginx-deployment", "-o", "jsonpath={.spec.clusterIP}")
-	waitUntil(t, 30*time.Second, "nginx through its ClusterIP from a pod", func() bool {
+	testkit.Eventually(t, 30*time.Second, "nginx through its ClusterIP from a pod", func() bool {
 		out, _, err := cp.kubectl("exec", "client", "--", "wget", "-qO-", "http://"+nginxIP+"/")
 		return err == nil && strings.Contains(out, "nginx")
 	})
 	// And by name, through the node's cluster DNS (the pod's search path,
 	// then the full name).
 	for _, name := range []string{"nginx-deployment", "nginx-deployment.default.svc.cluster.local"} {
-		waitUntil(t, 30*time.Second, "nginx by the name "+name, func() bool {
+		testkit.Eventually(t, 30*time.Second, "nginx by the name "+name, func() bool {
 			out, _, err := cp.kubectl("exec", "client", "--", "wget", "-qO-", "http://"+name+"/")
 			return err == nil && strings.Contains(out, "nginx")
 		})
@@ -106,7 +107,7 @@ func TestServicesOnRealNode(t *testing.T) {
 
 	// Spread: 30 requests from the client pod reach every endpoint.
 	var seen map[string]int
-	waitUntil(t, 30*time.Second, "requests through the ClusterIP reaching all 3 pods", func() bool {
+	testkit.Eventually(t, 30*time.Second, "requests through the ClusterIP reaching all 3 pods", func() bool {
 		seen = hostnamesFromPod(t, cp, "client", url, 30)
 		return len(seen) == 3
 	})
@@ -128,7 +129,7 @@ func TestServicesOnRealNode(t *testing.T) {
 	victim := pods[0]
 	victimIP := cp.must("get", "pod", victim, "-o", "jsonpath={.status.podIP}")
 	cp.must("exec", victim, "--", "rm", "/www/ready.html")
-	waitUntil(t, 20*time.Second, "the unready pod's endpoint to leave the rules", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the unready pod's endpoint to leave the rules", func() bool {
 		out, err := node.inNetns(context.Background(), "nft", "list", "table", "ip", "nodelet-services")
 		return err == nil && !strings.Contains(out, "dnat to "+victimIP+":") && strings.Contains(out, "dnat to ")
 	})
@@ -136,7 +137,7 @@ func TestServicesOnRealNode(t *testing.T) {
 		t.Fatalf("with %s unready, answers came from %v", victim, got)
 	}
 	cp.must("exec", victim, "--", "touch", "/www/ready.html")
-	waitUntil(t, 20*time.Second, "the pod's endpoint back in the rules", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the pod's endpoint back in the rules", func() bool {
 		out, _ := node.inNetns(context.Background(), "nft", "list", "table", "ip", "nodelet-services")
 		return strings.Contains(out, "dnat to "+victimIP+":8080")
 	})
@@ -145,7 +146,7 @@ func TestServicesOnRealNode(t *testing.T) {
 	cp.must("label", "pod", victim, "solo=yes")
 	cp.mustStdin(soloService, "apply", "-f", "-")
 	soloIP := cp.must("get", "service", "solo", "-o", "jsonpath={.spec.clusterIP}")
-	waitUntil(t, 30*time.Second, "the pod reaching itself through its service", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the pod reaching itself through its service", func() bool {
 		got := hostnamesFromPod(t, cp, victim, "http://"+soloIP+"/", 3)
 		return got[victim] == 3
 	})
@@ -160,7 +161,7 @@ func TestServicesOnRealNode(t *testing.T) {
 
 	// Scale to 0: refused within a second of the endpoints going.
 	cp.must("scale", "deployment/echo", "--replicas=0")
-	waitUntil(t, 60*time.Second, "the echo endpoints to go", func() bool {
+	testkit.Eventually(t, 60*time.Second, "the echo endpoints to go", func() bool {
 		out, _, err := cp.kubectl("get", "endpointslices", "-l", "kubernetes.io/service-name=echo", "-o", "jsonpath={.items[*].endpoints[*].addresses[0]}")
 		return err == nil && strings.TrimSpace(out) == ""
 	})
@@ -169,7 +170,7 @@ func TestServicesOnRealNode(t *testing.T) {
 	// hang, hence the short timeout.
 	gone := time.Now()
 	var refusedAfter time.Duration
-	waitUntil(t, 5*time.Second, "connection refused by the empty service", func() bool {
+	testkit.Eventually(t, 5*time.Second, "connection refused by the empty service", func() bool {
 		err := node.dial(ip+":80", 300*time.Millisecond)
 		refusedAfter = time.Since(gone)
 		return errors.Is(err, syscall.ECONNREFUSED)
@@ -189,7 +190,7 @@ func TestServicesOnRealNode(t *testing.T) {
 	}
 	cp.must("scale", "deployment/echo", "--replicas=3")
 	cp.must("rollout", "status", "deployment/echo", "--timeout=120s")
-	waitUntil(t, 30*time.Second, "the service answering again", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the service answering again", func() bool {
 		return len(hostnamesFromPod(t, cp, "client", url, 5)) > 0
 	})
 
@@ -198,7 +199,7 @@ func TestServicesOnRealNode(t *testing.T) {
 	cp.must("delete", "service", "echo", "solo", "nginx-deployment")
 	cp.must("delete", "deployment", "echo", "nginx-deployment")
 	cp.must("delete", "pod", "client", "--grace-period=0", "--force")
-	waitUntil(t, 90*time.Second, "no pods", func() bool {
+	testkit.Eventually(t, 90*time.Second, "no pods", func() bool {
 		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
 		return strings.TrimSpace(out) == ""
 	})
@@ -236,7 +237,7 @@ func hostnamesFromPod(t *testing.T, cp *controlPlane, pod, url string, n int) ma
 func runningPodNames(t *testing.T, cp *controlPlane, selector string, want int) []string {
 	t.Helper()
 	var names []string
-	waitUntil(t, 60*time.Second, fmt.Sprintf("%d pods %s", want, selector), func() bool {
+	testkit.Eventually(t, 60*time.Second, fmt.Sprintf("%d pods %s", want, selector), func() bool {
 		out, _, err := cp.kubectl("get", "pods", "-l", selector, "--field-selector=status.phase=Running", "-o", "jsonpath={.items[*].metadata.name}")
 		names = strings.Fields(out)
 		return err == nil && len(names) == want
@@ -288,7 +289,7 @@ func TestServicesAcrossNodes(t *testing.T) {
 		}
 		return all.String()
 	}
-	waitUntil(t, 60*time.Second, "the client's requests through the ClusterIP reaching node2's pods from the pod's own address", func() bool {
+	testkit.Eventually(t, 60*time.Second, "the client's requests through the ClusterIP reaching node2's pods from the pod's own address", func() bool {
 		out, _, _ := e.cp.kubectl("exec", "client", "--", "sh", "-c", "for i in $(seq 20); do wget -qO- http://"+ip+"/ >/dev/null && echo ok; done")
 		return strings.Count(out, "ok") == 20 && strings.Contains(logsOf(perNode["node2"]), clientIP+" - - ")
 	})
@@ -302,7 +303,7 @@ func TestServicesAcrossNodes(t *testing.T) {
 	// From outside: the lab namespace holds no node; node1's NodePort
 	// forwards to node2's pods too, from node1's address.
 	labNS := "/run/netns/" + e.state.NetNS
-	waitUntil(t, 60*time.Second, "NodePort requests from outside reaching node2's pods, masqueraded to node1's address", func() bool {
+	testkit.Eventually(t, 60*time.Second, "NodePort requests from outside reaching node2's pods, masqueraded to node1's address", func() bool {
 		for range 10 {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			out, err := hosttools.CommandContext(ctx, "nsenter", "--net="+labNS, "busybox", "wget", "-q", "-O-", "http://"+node1IP+":"+nodePort+"/").CombinedOutput()
@@ -331,7 +332,7 @@ func TestServicesAcrossNodes(t *testing.T) {
 	e.cp.must("delete", "service", "spread")
 	e.cp.must("delete", "deployment", "spread")
 	e.cp.must("delete", "pod", "client", "--grace-period=0", "--force")
-	waitUntil(t, 90*time.Second, "no pods", func() bool {
+	testkit.Eventually(t, 90*time.Second, "no pods", func() bool {
 		out, _, _ := e.cp.kubectl("get", "pods", "-o", "name")
 		return strings.TrimSpace(out) == ""
 	})

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // The workload benchmarks of workloads_bench_test.go against upstream
@@ -57,6 +59,6 @@ func upstreamWorkloadCluster(b *testing.B, nodeName string) workloadCluster {
 	u := startUpstreamControlPlane(b)
 	n := startUpstreamNode(b, u, nodeName)
 	return workloadCluster{kubectl: u.controlPlane, cs: u.clientset(), drained: func(b testing.TB) {
-		waitUntil(b, 2*time.Minute, "no running container on the upstream node", func() bool { return n.runningTasks(b) == 0 })
+		testkit.Eventually(b, 2*time.Minute, "no running container on the upstream node", func() bool { return n.runningTasks(b) == 0 })
 	}}
 }

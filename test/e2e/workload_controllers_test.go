@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // workloadControllersManifest: a Job of two completions, a DaemonSet and
@@ -58,7 +60,7 @@ spec:
 func TestWorkloadControllersOnRealNode(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
 	node := startRealNode(t, cp, "node-wl")
-	waitUntil(t, 60*time.Second, "node Ready", func() bool {
+	testkit.Eventually(t, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})
@@ -94,7 +96,7 @@ func TestWorkloadControllersOnRealNode(t *testing.T) {
 	}
 
 	cp.must("delete", "job/echo", "daemonset/agent", "statefulset/web", "--wait=false")
-	waitUntil(t, 90*time.Second, "no pods", func() bool {
+	testkit.Eventually(t, 90*time.Second, "no pods", func() bool {
 		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
 		return strings.TrimSpace(out) == ""
 	})

@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // workloadLifeManifest: a StatefulSet of two and a DaemonSet to roll, a
@@ -92,7 +94,7 @@ spec:
 func TestWorkloadLifecycleOnRealNode(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
 	node := startRealNode(t, cp, "node-life", preemptionNodeArgs()...)
-	waitUntil(t, 60*time.Second, "node Ready", func() bool {
+	testkit.Eventually(t, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})
@@ -136,7 +138,7 @@ func TestWorkloadLifecycleOnRealNode(t *testing.T) {
 
 	cp.must("delete", "statefulset/web", "daemonset/agent", "cronjob/nightly", "cronjob/minutely", "--wait=false")
 	cp.must("delete", "jobs", "--all", "--wait=false")
-	waitUntil(t, 90*time.Second, "no pods", func() bool {
+	testkit.Eventually(t, 90*time.Second, "no pods", func() bool {
 		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
 		return strings.TrimSpace(out) == ""
 	})
@@ -328,7 +330,7 @@ func testJobsLife(t *testing.T, cp *controlPlane, w watch.Interface) {
 	if !completed {
 		t.Fatal("job shortlived deleted before it completed")
 	}
-	waitUntil(t, 90*time.Second, "job shortlived's pod gone", func() bool {
+	testkit.Eventually(t, 90*time.Second, "job shortlived's pod gone", func() bool {
 		out, _, _ := cp.kubectl("get", "pods", "-l", "job-name=shortlived", "-o", "name")
 		return strings.TrimSpace(out) == ""
 	})
@@ -389,7 +391,7 @@ func testCronSchedule(t *testing.T, cp *controlPlane, created time.Time) {
 
 	// The CronJob's status follows the Job's completion.
 	var cj batchv1.CronJob
-	waitUntil(t, 30*time.Second, "cronjob/minutely's lastSuccessfulTime", func() bool {
+	testkit.Eventually(t, 30*time.Second, "cronjob/minutely's lastSuccessfulTime", func() bool {
 		if err := json.Unmarshal([]byte(cp.must("get", "cronjob", "minutely", "-o", "json")), &cj); err != nil {
 			t.Fatalf("cronjob: %v", err)
 		}

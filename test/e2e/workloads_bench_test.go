@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodelet/nodelet/hosttools"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 const (
@@ -163,7 +164,7 @@ func BenchmarkWorkloadsDaemonSetRollout(b *testing.B) {
 func ourWorkloadCluster(b *testing.B, nodeName string) workloadCluster {
 	cp := startControlPlane(b, b.TempDir(), freePort(b))
 	node := startRealNode(b, cp, nodeName)
-	waitUntil(b, 60*time.Second, "node Ready", func() bool {
+	testkit.Eventually(b, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})
@@ -252,7 +253,7 @@ func benchJobComplete(b testing.TB, c workloadCluster, name string) jobRun {
 		b.Fatalf("job %s: %d succeeded, %d failed; want %d and 0", name, job.Status.Succeeded, job.Status.Failed, workloadJobPods)
 	}
 	// The pod watch may trail the Job's by a few events.
-	waitUntil(b, 10*time.Second, "the pod watch sees every pod of "+name+" succeed", func() bool {
+	testkit.Eventually(b, 10*time.Second, "the pod watch sees every pod of "+name+" succeed", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(done) >= workloadJobPods
@@ -443,7 +444,7 @@ func waitEvent(b testing.TB, w watch.Interface, what string, done func(any) bool
 func deleteWorkload(b testing.TB, c workloadCluster, obj string) {
 	b.Helper()
 	c.kubectl.must("delete", obj, "--wait=false")
-	waitUntil(b, 5*time.Minute, obj+": pods gone", func() bool {
+	testkit.Eventually(b, 5*time.Minute, obj+": pods gone", func() bool {
 		list, err := c.cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: workloadLabel})
 		return err == nil && len(list.Items) == 0
 	})

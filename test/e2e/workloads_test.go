@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // TestWorkloadKinds applies the documentation's examples of every workload
@@ -44,7 +46,7 @@ func TestWorkloadKinds(t *testing.T) {
 	// Upstream's controllers act on the objects: the replication
 	// controller creates its three pods (no node runs them), the stateful
 	// set its first pod and that pod's claim.
-	waitUntil(t, 30*time.Second, "rc nginx's pods and web-0's claim", func() bool {
+	testkit.Eventually(t, 30*time.Second, "rc nginx's pods and web-0's claim", func() bool {
 		out, _, _ := cp.kubectl("get", "rc/nginx", "pvc/www-web-0", "-o", "jsonpath={.items[*].status.replicas}")
 		return out == "3"
 	})
