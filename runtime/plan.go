@@ -32,9 +32,15 @@ type Unhealthy struct {
 	GracePeriod *int64
 }
 
-// ReasonCrashLoopBackOff is the waiting reason of a container whose
-// restart is delayed by its back-off.
-const ReasonCrashLoopBackOff = "CrashLoopBackOff"
+// Waiting reasons of the containers the plan holds back.
+const (
+	// ReasonCrashLoopBackOff: the container's restart is delayed by its
+	// back-off (BackoffFunc).
+	ReasonCrashLoopBackOff = "CrashLoopBackOff"
+	// ReasonImagePullBackOff: the pull of the container's image is delayed
+	// after a failed one (PullBackoffFunc).
+	ReasonImagePullBackOff = "ImagePullBackOff"
+)
 
 // BackoffFunc reports whether the restart of a pod's container, whose
 // newest instance finished at lastFinishedAt, must still wait, and the
@@ -68,7 +74,7 @@ type PodActions struct {
 	// ContainersToKill maps a container ID to the reason of its kill.
 	ContainersToKill map[string]KillInfo
 	// Waiting gives, per container name, why a container that should run
-	// cannot be started now (CrashLoopBackOff).
+	// cannot be started now (CrashLoopBackOff, ImagePullBackOff).
 	Waiting map[string]corev1.ContainerStateWaiting
 	// RetryAfter is when the pod should be synced again for a container in
 	// back-off to start (0: no back-off pending).
@@ -134,6 +140,9 @@ type PlanInputs struct {
 	Now time.Time
 	// Backoff tells whether a container's restart must wait (nil: never).
 	Backoff BackoffFunc
+	// PullBackoff tells whether a container's image pull must wait after
+	// a failed one (nil: never).
+	PullBackoff PullBackoffFunc
 	// Unhealthy are the running containers probes failed, by container ID.
 	Unhealthy map[string]Unhealthy
 }
@@ -161,6 +170,7 @@ func ComputePodActions(pod *corev1.Pod, in PlanInputs) PodActions {
 		planContainers(pod, status, in.Unhealthy, &a)
 	}
 	applyBackoff(pod, status, now, backoff, &a)
+	applyPullBackoff(pod, in.PullBackoff, &a)
 	return a
 }
 
@@ -372,9 +382,7 @@ func applyBackoff(pod *corev1.Pod, status *PodStatus, now time.Time, backoff Bac
 			Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)",
 				delay, c.Name, pod.Name, pod.Namespace, pod.UID),
 		}
-		if retry := exited.FinishedAt.Add(delay).Sub(now); retry > 0 && (a.RetryAfter == 0 || retry < a.RetryAfter) {
-			a.RetryAfter = retry
-		}
+		a.retryAfter(exited.FinishedAt.Add(delay).Sub(now))
 		return true
 	}
 	if a.NextInitContainerToStart != nil && held(a.NextInitContainerToStart) {
