@@ -21,6 +21,7 @@ import (
 	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/containerd"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // writeBuffer is an io.WriteCloser recording what was written and whether
@@ -308,15 +309,10 @@ func TestPortForward(t *testing.T) {
 	defer cancel()
 	uid := types.UID("uid-fwd")
 
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if err = echoOnce(ctx, f.rt, uid); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("echo through port-forward: %v", err)
-	}
+	testkit.Eventually(t, 10*time.Second, "an echo through port-forward", func() (bool, error) {
+		err := echoOnce(ctx, f.rt, uid)
+		return err == nil, err
+	})
 
 	t.Run("half-close", func(t *testing.T) { testForwardHalfClose(t, ctx, f.rt, uid) })
 	t.Run("cancel", func(t *testing.T) {

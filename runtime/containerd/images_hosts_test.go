@@ -17,6 +17,7 @@ import (
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
+	"github.com/nodelet/nodelet/test/testkit/testregistry"
 )
 
 // writeHostsTOML writes <root>/<dir>/hosts.toml.
@@ -32,15 +33,15 @@ func writeHostsTOML(t *testing.T, root, dir, toml string) {
 }
 
 func TestPullRegistryConfigDir(t *testing.T) {
-	blockDNS(t)
+	testregistry.BlockDNS(t)
 	addr := runtimetest.StartContainerd(t)
-	open := startRegistry(t, "", "")
-	private := startRegistry(t, "puller", "s3cret")
-	src := newImageSource(t)
-	src.push(t, open, "library/busybox:1.36")
-	src.push(t, private, "team/busybox:1.36")
-	plain, _ := startProxy(t, open.Host, proxyOptions{})
-	secure, tlsSrv := startProxy(t, open.Host, proxyOptions{tls: true})
+	open := testregistry.Start(t, "", "")
+	private := testregistry.Start(t, "puller", "s3cret")
+	src := testregistry.NewImageSource(t)
+	src.Push(t, open, "library/busybox:1.36")
+	src.Push(t, private, "team/busybox:1.36")
+	plain, _ := testregistry.StartProxy(t, open.Host, testregistry.ProxyOptions{})
+	secure, tlsSrv := testregistry.StartProxy(t, open.Host, testregistry.ProxyOptions{TLS: true})
 
 	// Two roots, searched in order, as containerd's config_path list.
 	rootA, rootB := t.TempDir(), t.TempDir()
@@ -68,7 +69,7 @@ func TestPullRegistryConfigDir(t *testing.T) {
 
 	tests := []struct {
 		name, ref string
-		proxy     *registryProxy // nil: not through a proxy
+		proxy     *testregistry.Proxy // nil: not through a proxy
 		secrets   []*corev1.Secret
 		wantErr   string
 	}{
@@ -86,7 +87,7 @@ func TestPullRegistryConfigDir(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rt := newPullRuntime(t, addr, cfg)
 			if tt.proxy != nil {
-				tt.proxy.reset()
+				tt.proxy.Reset()
 			}
 			img, res, err := rt.EnsureImageWith(context.Background(), tt.ref, runtime.PullOptions{Secrets: tt.secrets})
 			if tt.wantErr != "" {
@@ -99,8 +100,8 @@ func TestPullRegistryConfigDir(t *testing.T) {
 			}
 			name, _ := runtime.NormalizeImageRef(tt.ref)
 			checkPulled(t, rt, img, res, name)
-			if tt.proxy != nil && tt.proxy.count("/manifests/1.36") == 0 {
-				t.Errorf("pull did not go through %s: %v", tt.proxy.Host, tt.proxy.list())
+			if tt.proxy != nil && tt.proxy.Count("/manifests/1.36") == 0 {
+				t.Errorf("pull did not go through %s: %v", tt.proxy.Host, tt.proxy.List())
 			}
 		})
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
+	"github.com/nodelet/nodelet/test/testkit/testregistry"
 )
 
 // ensureAll calls EnsureImageWith for every ref at once.
@@ -44,15 +45,15 @@ func ensureAll(t *testing.T, rt *containerd.Runtime, policy corev1.PullPolicy, r
 }
 
 func TestPullParallelism(t *testing.T) {
-	blockDNS(t)
+	testregistry.BlockDNS(t)
 	addr := runtimetest.StartContainerd(t)
-	reg := startRegistry(t, "", "")
-	proxy, _ := startProxy(t, reg.Host, proxyOptions{delay: 100 * time.Millisecond})
-	src := newImageSource(t)
+	reg := testregistry.Start(t, "", "")
+	proxy, _ := testregistry.StartProxy(t, reg.Host, testregistry.ProxyOptions{Delay: 100 * time.Millisecond})
+	src := testregistry.NewImageSource(t)
 	var refs []string
 	for _, name := range []string{"a", "b", "c"} {
 		// Distinct images: each has its own config and manifest.
-		src.push(t, reg, "par/"+name+":1.36", "IMAGE="+name)
+		src.Push(t, reg, "par/"+name+":1.36", "IMAGE="+name)
 		refs = append(refs, proxy.Host+"/par/"+name+":1.36")
 	}
 
@@ -68,12 +69,9 @@ func TestPullParallelism(t *testing.T) {
 	for _, tt := range limits {
 		t.Run(tt.name, func(t *testing.T) {
 			rt := newPullRuntime(t, addr, containerd.Config{Registry: containerd.RegistryConfig{MaxParallelPulls: tt.maxParallel}})
-			proxy.reset()
+			proxy.Reset()
 			ensureAll(t, rt, corev1.PullIfNotPresent, refs...)
-			proxy.mu.Lock()
-			got := proxy.maxRepos
-			proxy.mu.Unlock()
-			if got != tt.want {
+			if got := proxy.MaxRepos(); got != tt.want {
 				t.Errorf("at most %d pulls in flight, want %d", got, tt.want)
 			}
 		})
@@ -81,10 +79,10 @@ func TestPullParallelism(t *testing.T) {
 
 	t.Run("same image shares one pull", func(t *testing.T) {
 		rt := newPullRuntime(t, addr, containerd.Config{Registry: containerd.RegistryConfig{MaxParallelPulls: -1}})
-		proxy.reset()
+		proxy.Reset()
 		imgs := ensureAll(t, rt, corev1.PullAlways, refs[0], refs[0], refs[0], refs[0])
-		if n := proxy.count("HEAD", "/manifests/1.36"); n != 1 {
-			t.Errorf("%d manifest HEAD requests for 4 callers, want 1: %v", n, proxy.list())
+		if n := proxy.Count("HEAD", "/manifests/1.36"); n != 1 {
+			t.Errorf("%d manifest HEAD requests for 4 callers, want 1: %v", n, proxy.List())
 		}
 		for _, img := range imgs[1:] {
 			if img.ID != imgs[0].ID {

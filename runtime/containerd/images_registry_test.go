@@ -21,6 +21,7 @@ import (
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
+	"github.com/nodelet/nodelet/test/testkit/testregistry"
 )
 
 // newPullRuntime connects a runtime to the containerd at addr in a
@@ -128,11 +129,11 @@ func wantPullError(t *testing.T, err error, what string) {
 }
 
 func TestPullWithPullSecrets(t *testing.T) {
-	blockDNS(t)
+	testregistry.BlockDNS(t)
 	addr := runtimetest.StartContainerd(t)
-	reg := startRegistry(t, "puller", "s3cret")
-	src := newImageSource(t)
-	src.push(t, reg, "team/busybox:1.36")
+	reg := testregistry.Start(t, "puller", "s3cret")
+	src := testregistry.NewImageSource(t)
+	src.Push(t, reg, "team/busybox:1.36")
 	ref := reg.Host + "/team/busybox:1.36"
 	right := [2]string{"puller", "s3cret"}
 	wrong := [2]string{"puller", "wrong"}
@@ -189,18 +190,18 @@ func portOf(host string) string {
 // TestPullPolicies pulls from a registry without auth on plain HTTP on
 // 127.0.0.1, with no configuration, through a recording proxy.
 func TestPullPolicies(t *testing.T) {
-	blockDNS(t)
+	testregistry.BlockDNS(t)
 	addr := runtimetest.StartContainerd(t)
-	reg := startRegistry(t, "", "")
-	proxy, _ := startProxy(t, reg.Host, proxyOptions{})
-	src := newImageSource(t)
-	src.push(t, reg, "library/busybox:1.36")
+	reg := testregistry.Start(t, "", "")
+	proxy, _ := testregistry.StartProxy(t, reg.Host, testregistry.ProxyOptions{})
+	src := testregistry.NewImageSource(t)
+	src.Push(t, reg, "library/busybox:1.36")
 	ref := proxy.Host + "/library/busybox:1.36"
 	rt := newPullRuntime(t, addr, containerd.Config{})
 	ctx := context.Background()
 	ensure := func(policy corev1.PullPolicy) (runtime.Image, runtime.PullResult) {
 		t.Helper()
-		proxy.reset()
+		proxy.Reset()
 		img, res, err := rt.EnsureImageWith(ctx, ref, runtime.PullOptions{Policy: policy})
 		if err != nil {
 			t.Fatalf("%s: %v", policy, err)
@@ -213,28 +214,28 @@ func TestPullPolicies(t *testing.T) {
 	}
 	first, res := ensure(corev1.PullIfNotPresent)
 	checkPulled(t, rt, first, res, ref)
-	if proxy.count("GET", "/blobs/") == 0 {
-		t.Errorf("first pull fetched no blob: %v", proxy.list())
+	if proxy.Count("GET", "/blobs/") == 0 {
+		t.Errorf("first pull fetched no blob: %v", proxy.List())
 	}
 
 	for _, policy := range []corev1.PullPolicy{corev1.PullIfNotPresent, corev1.PullNever, ""} {
 		img, res := ensure(policy)
-		if res.Pulled || proxy.count() != 0 || img.ID != first.ID {
-			t.Errorf("%q on a present image: pulled %v, %d requests, ID %s (want %s)", policy, res.Pulled, proxy.count(), img.ID, first.ID)
+		if res.Pulled || proxy.Count() != 0 || img.ID != first.ID {
+			t.Errorf("%q on a present image: pulled %v, %d requests, ID %s (want %s)", policy, res.Pulled, proxy.Count(), img.ID, first.ID)
 		}
 	}
 
 	img, res := ensure(corev1.PullAlways)
-	if !res.Pulled || proxy.count("/manifests/1.36") == 0 || img.ID != first.ID {
-		t.Errorf("Always, same image: pulled %v, requests %v, ID %s (want %s)", res.Pulled, proxy.list(), img.ID, first.ID)
+	if !res.Pulled || proxy.Count("/manifests/1.36") == 0 || img.ID != first.ID {
+		t.Errorf("Always, same image: pulled %v, requests %v, ID %s (want %s)", res.Pulled, proxy.List(), img.ID, first.ID)
 	}
-	if n := proxy.count("GET", "/blobs/"); n != 0 {
+	if n := proxy.Count("GET", "/blobs/"); n != 0 {
 		t.Errorf("Always on an unchanged image fetched %d blobs again", n)
 	}
 
 	// The tag moves to another image: IfNotPresent keeps the local one,
 	// Always gets the new one.
-	moved := src.push(t, reg, "library/busybox:1.36", "MOVED=1")
+	moved := src.Push(t, reg, "library/busybox:1.36", "MOVED=1")
 	if img, _ := ensure(corev1.PullIfNotPresent); img.ID != first.ID {
 		t.Errorf("IfNotPresent after the tag moved: ID %s, want the local %s", img.ID, first.ID)
 	}
@@ -251,11 +252,11 @@ func TestPullPolicies(t *testing.T) {
 // Docker Hub, GHCR or Harbor): containerd's authorizer trades the secret's
 // credentials for a token at the realm the registry names.
 func TestPullWithBearerToken(t *testing.T) {
-	blockDNS(t)
+	testregistry.BlockDNS(t)
 	addr := runtimetest.StartContainerd(t)
-	reg := startRegistry(t, "", "")
-	proxy, _ := startProxy(t, reg.Host, proxyOptions{tokenUser: "robot", tokenPassword: "t0ken"})
-	newImageSource(t).push(t, reg, "team/busybox:1.36")
+	reg := testregistry.Start(t, "", "")
+	proxy, _ := testregistry.StartProxy(t, reg.Host, testregistry.ProxyOptions{TokenUser: "robot", TokenPassword: "t0ken"})
+	testregistry.NewImageSource(t).Push(t, reg, "team/busybox:1.36")
 	ref := proxy.Host + "/team/busybox:1.36"
 	tests := []struct {
 		name     string
@@ -283,8 +284,8 @@ func TestPullWithBearerToken(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkPulled(t, rt, img, res, ref)
-			if proxy.count("GET", "/token") == 0 {
-				t.Errorf("no token was fetched: %v", proxy.list())
+			if proxy.Count("GET", "/token") == 0 {
+				t.Errorf("no token was fetched: %v", proxy.List())
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package containerd_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/containerd"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // TestContainerMetrics runs a sandbox and a busybox container that burns
@@ -35,17 +37,13 @@ func TestContainerMetrics(t *testing.T) {
 	}
 
 	var got map[string]runtime.ContainerMetrics
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testkit.Eventually(t, 20*time.Second, "the busy container to use 20ms of CPU and 4 MiB", func() (bool, error) {
 		got = metricsByID(t, f.rt)
 		if b, ok := got[busy]; ok && b.CPUUsageNanoseconds > 20*uint64(time.Millisecond) && b.WorkingSetBytes > 4<<20 {
-			break
+			return true, nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("busy container has not used 20ms of CPU and 4 MiB within 20s: %+v", got[busy])
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false, fmt.Errorf("busy container metrics: %+v", got[busy])
+	})
 	if len(got) != 2 {
 		t.Errorf("want the sandbox and the busy container, got %d: %+v", len(got), got)
 	}

@@ -2,6 +2,7 @@ package containerd_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // TestOOMKilled runs a memory hog under a 16 MiB limit: the kernel's OOM
@@ -36,14 +38,13 @@ func TestOOMKilled(t *testing.T) {
 	fine := f.runContainer(t, pod, sb, 1)
 	waitExit(t, events, fine)
 	var st *runtime.ContainerStatus
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, "the hog to be reported OOMKilled", func() (bool, error) {
 		st = podStatus(t, f.rt, "uid-hog").LatestContainer("hog")
-		if (st != nil && st.Reason == "OOMKilled") || time.Now().After(deadline) {
-			break
+		if st != nil && st.Reason == "OOMKilled" {
+			return true, nil
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false, fmt.Errorf("hog status = %+v, want exited OOMKilled 137", st)
+	})
 	if st == nil || st.State != runtime.StateExited || st.Reason != "OOMKilled" || st.ExitCode != 137 {
 		t.Fatalf("hog status = %+v, want exited OOMKilled 137", st)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	ctrdclient "github.com/containerd/containerd/v2/client"
+
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // countingPull is a pull that records how many run at once.
@@ -78,7 +80,7 @@ func TestPullQueueSharesPull(t *testing.T) {
 		})
 	}
 	joined.Wait()
-	waitFor(t, func() bool {
+	testkit.Eventually(t, 5*time.Second, "4 callers waiting on the shared pull", func() bool {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		return q.flights["img"] != nil && q.flights["img"].waiters == 4
@@ -110,7 +112,11 @@ func TestPullQueueCancel(t *testing.T) {
 	go func() { _, _, err := q.do(ctx1, "a", blocking); errs <- err }()
 	<-started
 	go func() { _, _, err := q.do(ctx2, "a", blocking); errs <- err }()
-	waitFor(t, func() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.flights["a"].waiters == 2 })
+	testkit.Eventually(t, 5*time.Second, "2 callers waiting on the pull of a", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.flights["a"].waiters == 2
+	})
 
 	// A caller queued behind the running pull gives up.
 	ctx3, cancel3 := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -141,16 +147,5 @@ func TestPullQueueCancel(t *testing.T) {
 	<-pctx.Done()
 	if _, _, err := q.do(context.Background(), "c", func(context.Context) (ctrdclient.Image, error) { return nil, nil }); err != nil {
 		t.Errorf("pull after the cancelled one: %v", err)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

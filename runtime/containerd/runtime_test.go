@@ -24,6 +24,7 @@ import (
 	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 	"github.com/nodelet/nodelet/test/images"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // fixture is a private containerd with the pause and busybox images and a
@@ -166,23 +167,22 @@ func statusSummary(p *runtime.PodStatus) string {
 	return out
 }
 
+// waitLog waits up to 10 s for the log at path to contain every one of
+// want, and returns the log.
 func waitLog(t *testing.T, path string, want ...string) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var log string
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("log %s to contain %q", path, want), func() (bool, error) {
 		data, _ := os.ReadFile(path)
-		ok := true
+		log = string(data)
 		for _, w := range want {
-			ok = ok && strings.Contains(string(data), w)
+			if !strings.Contains(log, w) {
+				return false, fmt.Errorf("log lacks %q:\n%s", w, log)
+			}
 		}
-		if ok {
-			return string(data)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("log %s lacks %q after 10s:\n%s", path, want, data)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return true, nil
+	})
+	return log
 }
 
 func TestContainerdPodLifecycle(t *testing.T) {
@@ -434,12 +434,13 @@ func TestNginxImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var page []byte
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, "nginx to serve its page", func() (bool, error) {
 		page, err = hosttools.Command("nsenter", "--net="+f.netns, images.BusyboxBinary, "wget", "-q", "-O-", "http://127.0.0.1/").CombinedOutput()
-		if err == nil {
-			break
+		if err != nil {
+			return false, fmt.Errorf("%v: %s", err, page)
 		}
-	}
+		return true, nil
+	})
 	if !strings.Contains(string(page), "Welcome to nginx!") {
 		t.Fatalf("nginx page: %v: %s", err, page)
 	}

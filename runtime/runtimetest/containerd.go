@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodelet/nodelet/hosttools"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // configTemplate is a minimal containerd configuration: a private socket,
@@ -77,9 +78,7 @@ type Options struct {
 // cleanup runs: it deletes containers but knows nothing of their networks.
 func StartContainerdWith(t testing.TB, opts Options) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("runtimetest: a real containerd needs root (run the tests as root)")
-	}
+	testkit.RequireRoot(t, "a real containerd")
 	bin, err := hosttools.Path("containerd")
 	if err != nil {
 		t.Fatalf("runtimetest: containerd is not installed (apt-get install containerd runc): %v", err)
@@ -125,8 +124,11 @@ func StartContainerdWith(t testing.TB, opts Options) string {
 		logFile.Close()
 		t.Fatalf("runtimetest: start containerd: %v", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait(); logFile.Close() }()
+	// exited is closed, not sent on, when containerd exits, so that both
+	// waitReady and the cleanup's stopProcess see it; waitErr is set first.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); logFile.Close(); close(exited) }()
 	t.Cleanup(func() {
 		cleanupContainerd(t, sock)
 		stopProcess(t, cmd, exited)
@@ -136,32 +138,24 @@ func StartContainerdWith(t testing.TB, opts Options) string {
 			logTail(t, logPath)
 		}
 	})
-	waitReady(t, sock, exited, logPath)
+	waitReady(t, sock, exited, &waitErr)
 	return sock
 }
 
-// waitReady polls containerd until it answers, it exits, or 20 s pass.
-func waitReady(t testing.TB, sock string, exited <-chan error, logPath string) {
+// waitReady polls containerd until it answers, and fails the test when it
+// exits (*waitErr says how, once exited is closed) or 20 s pass. The
+// cleanup of StartContainerdWith logs the tail of containerd's log then.
+func waitReady(t testing.TB, sock string, exited <-chan struct{}, waitErr *error) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testkit.Eventually(t, 20*time.Second, "the test containerd at "+sock+" to answer", func() bool {
 		select {
-		case err := <-exited:
-			logTail(t, logPath)
-			t.Fatalf("runtimetest: containerd exited at start: %v", err)
+		case <-exited:
+			t.Fatalf("runtimetest: containerd exited at start: %v", *waitErr)
 		default:
 		}
-		if _, err := os.Stat(sock); err == nil {
-			if answers(sock) {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			logTail(t, logPath)
-			t.Fatalf("runtimetest: containerd at %s did not answer within 20s", sock)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		_, err := os.Stat(sock)
+		return err == nil && answers(sock)
+	})
 }
 
 // answers tells whether containerd at sock replies to a version call, as
@@ -225,7 +219,7 @@ func deleteContainer(ctx context.Context, c containerd.Container) error {
 }
 
 // stopProcess stops containerd with SIGTERM, then SIGKILL after 10 s.
-func stopProcess(t testing.TB, cmd *exec.Cmd, exited <-chan error) {
+func stopProcess(t testing.TB, cmd *exec.Cmd, exited <-chan struct{}) {
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
