@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/lab"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // labEnv is a running lab and a kubectl for it.
@@ -32,6 +33,7 @@ type labEnv struct {
 // the lab that survives it.
 func startLab(t testing.TB, nodes int, cpArgs ...string) *labEnv {
 	t.Helper()
+	testkit.RequireRoot(t, "nodelet-lab up makes network namespaces and runs containerd and nodelets")
 	e := &labEnv{t: t, name: "e" + randomSuffix()[:6], dir: filepath.Join(t.TempDir(), "lab")}
 	t.Cleanup(e.down)
 	args := []string{"up", "--name", e.name, "--dir", e.dir, "--nodes", fmt.Sprint(nodes), "--port", "0", "--bin-dir", binDir}

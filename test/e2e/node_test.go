@@ -38,6 +38,7 @@ import (
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 	"github.com/nodelet/nodelet/test/images"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // realNode is one nodelet process with its own containerd and netns.
@@ -70,6 +71,7 @@ func randomSuffix() string {
 // cgroup tree; leftover mounts fail the test. extraArgs go to the nodelet.
 func startRealNode(t testing.TB, cp *controlPlane, name string, extraArgs ...string) *realNode {
 	t.Helper()
+	testkit.RequireRoot(t, "a real node makes a network namespace, a veth pair and cgroups, and runs containerd")
 	suffix := randomSuffix()
 	subnet := nodeSubnet(t)
 	n := &realNode{t: t, name: name, netns: "nle2e-" + suffix, ip: subnet + ".1", hostIP: subnet + ".254",
@@ -103,7 +105,14 @@ func startRealNode(t testing.TB, cp *controlPlane, name string, extraArgs ...str
 		"--cgroup-driver", "cgroupfs", "--cgroup-root", n.cgroupRoot,
 		"--pause-binary", filepath.Join(binDir, "pause"), "--image-dir", imageDir,
 		"--system-reserved", "cpu=100m,memory=100Mi",
-		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile}
+		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile,
+		// The host's disks are not the node's to manage: with the
+		// nodelet's defaults (nodefs.available<10%, imagefs.available<15%)
+		// a CI host whose disk is over 90% full evicts every test pod.
+		// These are the thresholds upstream_cluster_test.go gives
+		// upstream's kubelet. A test's own --eviction-hard in extraArgs
+		// comes later and wins (the flag keeps its last value).
+		"--eviction-hard=memory.available<100Mi,nodefs.available<1%,imagefs.available<1%,nodefs.inodesFree<1%"}
 	// The node serves the cluster DNS as installed nodes do; names it
 	// forwards go to the node's own loopback (nothing answers there unless
 	// a test runs a resolver), never to the host's resolvers.

@@ -37,6 +37,7 @@ import (
 	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 	"github.com/nodelet/nodelet/test/images"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // upstreamTools are the programs scripts/bench-upstream.sh builds.
@@ -372,6 +373,7 @@ imageGCLowThresholdPercent: 99
 // pod network namespace left on the host.
 func startUpstreamNode(b testing.TB, u *upstreamControlPlane, name string) *upstreamNode {
 	b.Helper()
+	testkit.RequireRoot(b, "an upstream node makes a network namespace and cgroups, and runs containerd and the kubelet")
 	suffix := randomSuffix()
 	subnet := nodeSubnet(b)
 	n := &upstreamNode{name: name, netns: "nlup-" + suffix, ip: subnet + ".1", dir: b.TempDir(), cgroupRoot: "/nodelet-up-" + suffix}
