@@ -85,7 +85,7 @@ e2e: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./controlplane/storage/bolt/ ./controlplane/apiserver/ ./controlplane/scheduler/
-	$(GO) test -run '^$$' -bench . -benchtime 200x ./nodelet/ ./eviction/
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./gc/ ./eviction/
 	$(GO) test -run '^$$' -bench . -benchtime 30x ./proxy/
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./clusterdns/
 	$(GO) test -run '^$$' -bench 'PodStartup|DebugCommands|ProbeOverhead|Lab|NodeMemory|Workloads' -benchtime 1x -timeout 45m ./test/e2e/

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nodelet/nodelet/podlifecycle"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -367,7 +369,7 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 		return nil, fmt.Errorf("nodelet: network: %w", err)
 	}
 	if c.vols, err = volumes.New(volumes.Config{RootDir: a.cfg.RootDir,
-		Sources:         volumeObjects{apiObjects{a.client}, tokens.New(tokens.FromClient(a.client), nil)},
+		Sources:         podlifecycle.VolumeObjects{APIObjects: podlifecycle.APIObjects{Client: a.client}, Manager: tokens.New(tokens.FromClient(a.client), nil)},
 		NodeAllocatable: func() corev1.ResourceList { return alloc }, Log: a.log.With("component", "volumes")}); err != nil {
 		return nil, fmt.Errorf("nodelet: volumes: %w", err)
 	}
@@ -416,7 +418,7 @@ func isArchive(name string) bool {
 // stopped for good, so that a finished pod's terminal phase is written and
 // a deleted pod's deletion confirmed at once.
 type terminatingSyncer struct {
-	*Syncer
+	*podlifecycle.Syncer
 	status *status.Manager
 	// evicted, when set, gives the final status of a pod the eviction
 	// manager evicted (Failed/Evicted, whatever its containers reported).

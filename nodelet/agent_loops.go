@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodelet/nodelet/podlifecycle"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -53,7 +55,7 @@ type wired struct {
 	hints      chan struct{} // runtime events -> PLEG relists
 
 	probes   *prober.Manager
-	orphans  *orphans
+	orphans  *podlifecycle.Orphans
 	admit    admission.Handler
 	admitMu  sync.Mutex
 	rejected map[types.UID]bool // pods refused by admission
@@ -201,7 +203,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		APIServer: apiServerURL(a.cfg.RestConfig), RootDir: a.cfg.RootDir, PodCIDR: a.cfg.PodCIDR, SystemReserved: a.cfg.SystemReserved, KubeReserved: a.cfg.KubeReserved,
 		MaxPods: a.cfg.MaxPods, Labels: a.cfg.NodeLabels, Taints: a.cfg.RegisterWithTaints,
 		ContainerRuntimeVersion: runtimeVersion(ctx, c.rt), Event: nodeEvent, DaemonPort: int32(max(a.cfg.Port, 0)),
-		Readiness: func() error { return readiness(w.pleg, c.net) }, Images: nodeImages(ctx, c.rt.ListImages, time.Now),
+		Readiness: func() error { return readiness(w.pleg, c.net) }, Images: nodestatus.CachedImages(ctx, c.rt.ListImages, time.Now),
 		Pressure: w.pressure.Pressure, PressureChanged: w.pressure.Changed(),
 		Log: a.log.With("component", "nodestatus")})
 	if err != nil {
@@ -212,7 +214,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		Log:     a.log.With("component", "prober"),
 		Metrics: a.metrics,
 		Recorder: func(pod *corev1.Pod, container, eventtype, reason, message string) {
-			recorder.Eventf(podReference(pod, containerFieldPath(pod, container)), eventtype, reason, "%s", message)
+			recorder.Eventf(podlifecycle.PodReference(pod, podlifecycle.ContainerFieldPath(pod, container)), eventtype, reason, "%s", message)
 		},
 	})
 	// One factory of Services and EndpointSlices serves the pods'
@@ -227,11 +229,11 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		return nil, err
 	}
 	w.services = svcInformer.Informer()
-	syncer, err := NewSyncer(SyncerConfig{Runtime: c.rt, Network: c.net, Cgroups: c.cg, CgroupDriver: c.driver,
+	syncer, err := podlifecycle.NewSyncer(podlifecycle.SyncerConfig{Runtime: c.rt, Network: c.net, Cgroups: c.cg, CgroupDriver: c.driver,
 		Volumes: c.vols, Status: w.status, PodStatus: c.rt.PodStatus,
 		Backoff:  runtime.NewBackoff(10*time.Second, 5*time.Minute, time.Now),
 		Recorder: pullTimingRecorder{recorder, a.metrics.PodStart()}, Probes: w.probes,
-		Services: func() ([]*corev1.Service, error) { return svcInformer.Lister().List(labels.Everything()) }, Objects: apiObjects{a.client},
+		Services: func() ([]*corev1.Service, error) { return svcInformer.Lister().List(labels.Everything()) }, Objects: podlifecycle.APIObjects{Client: a.client},
 		PauseImage: a.cfg.PodInfraImage, NodeName: a.cfg.NodeName, NodeIP: w.node.Host().InternalIP,
 		ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain, HostResolvConf: resolv,
 		PodFilesDir: filepath.Join(a.cfg.RootDir, "pod-files"), LogRoot: a.cfg.LogRoot, OOMScoreAdjFloor: c.floor,
@@ -243,8 +245,8 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	workers = podworkers.New(podworkers.Config{Syncer: terminatingSyncer{Syncer: syncer, status: w.status, evicted: w.evictedStatus},
 		Board: w.board, Log: a.log.With("component", "podworkers")})
 	w.workers = workers
-	w.orphans = &orphans{
-		runtimePods: func() []*runtime.PodStatus {
+	w.orphans = podlifecycle.NewOrphans(podlifecycle.OrphansConfig{
+		RuntimePods: func() []*runtime.PodStatus {
 			var out []*runtime.PodStatus
 			for _, uid := range w.pleg.Cache().UIDs() {
 				st, _ := w.pleg.Cache().Get(uid)
@@ -252,11 +254,11 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 			}
 			return out
 		},
-		cgroupPods: c.cg.ListPods, volumePods: c.vols.ListPods,
-		inAPI:            func(uid types.UID) bool { return podByUID(w, uid) != nil },
-		contentRemovable: func(uid types.UID) bool { return w.board.Lifecycle().ContentRemovable(uid) },
-		logRoot:          a.cfg.LogRoot, log: a.log.With("component", "orphans"),
-	}
+		CgroupPods: c.cg.ListPods, VolumePods: c.vols.ListPods,
+		InAPI:     func(uid types.UID) bool { return podByUID(w, uid) != nil },
+		Lifecycle: w.board.Lifecycle,
+		LogRoot:   a.cfg.LogRoot, Log: a.log.With("component", "orphans"),
+	})
 	w.admit = admission.Chain{
 		// First, as upstream's eviction admit handler: under pressure the
 		// refusal says so whatever else would refuse the pod.
@@ -516,7 +518,7 @@ func (a *Agent) podEvents(ctx context.Context, w *wired) {
 func (a *Agent) housekeeping(ctx context.Context, w *wired) {
 	t := time.NewTicker(housekeepingInterval)
 	defer t.Stop()
-	gc := a.containerGC(w)
+	cgc := a.containerGC(w)
 	igc := a.imageGC(ctx, w)
 	for tick := 1; ; tick++ {
 		for _, obj := range w.pods.GetStore().List() {
@@ -524,21 +526,21 @@ func (a *Agent) housekeeping(ctx context.Context, w *wired) {
 				a.syncPod(w, p)
 			}
 		}
-		for _, p := range w.orphans.pods() {
+		for _, p := range w.orphans.Pods() {
 			a.log.Info("removing orphaned pod", "pod", p.Namespace+"/"+p.Name, "uid", p.UID)
 			w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Remove})
 		}
 		if err := a.reconcileNetwork(ctx, w); err != nil && ctx.Err() == nil {
 			a.log.Warn("reconcile pod networks", "err", err)
 		}
-		w.orphans.removeLogs()
+		w.orphans.RemoveLogs()
 		if tick%containerGCTicks == 0 {
-			if err := gc.collect(ctx); err != nil && ctx.Err() == nil {
+			if err := cgc.Collect(ctx); err != nil && ctx.Err() == nil {
 				a.log.Warn("container garbage collection", "err", err)
 			}
 		}
 		if tick%imageGCTicks == 1 { // at start too: the first detection
-			if err := igc.collect(ctx); err != nil && ctx.Err() == nil {
+			if err := igc.Collect(ctx); err != nil && ctx.Err() == nil {
 				a.log.Warn("image garbage collection", "err", err)
 			}
 		}

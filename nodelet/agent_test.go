@@ -20,11 +20,27 @@ import (
 
 	"github.com/nodelet/nodelet/cgroups"
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
+	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 	"github.com/nodelet/nodelet/test/images"
+	"github.com/nodelet/nodelet/test/testkit"
 )
+
+// podCIDR is the node's pod range in the agent tests.
+const podCIDR = "10.77.0.0/24"
+
+// inNodeNetns runs body in a child process in a fresh network namespace
+// (the "node"; testkit.InNodeNetns): containerd, the bridge, the CNI
+// plugins and the pods' namespaces live there and vanish with it.
+func inNodeNetns(t *testing.T, body func(t *testing.T, base string)) {
+	testkit.RequireRoot(t, "containerd, netns, cgroups")
+	if err := hosttools.Check("containerd", "runc", "busybox", "iptables", "/usr/lib/cni/bridge", "/usr/lib/cni/host-local"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.InNodeNetns(t, body)
+}
 
 const agentNode = "node-agent"
 
@@ -43,7 +59,7 @@ func startAgent(t *testing.T, base string) *agentEnv {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	dir := t.TempDir()
-	env := &agentEnv{cgRoot: testCgroupRoot(t), netnsDir: filepath.Join(base, "netns")}
+	env := &agentEnv{cgRoot: testkit.CgroupRoot(t, "nodelet-agent-test"), netnsDir: filepath.Join(base, "netns")}
 	env.ctdAddr = runtimetest.StartContainerd(t) // its cleanup runs before the cgroup root's
 	srv := controlplanetest.Start(t, controlplanetest.Options{})
 	env.client = srv.Clientset(t)

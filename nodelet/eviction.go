@@ -7,6 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodelet/nodelet/gc"
+	"github.com/nodelet/nodelet/podlifecycle"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -71,13 +74,13 @@ func (a *Agent) evictionManager(ctx context.Context, w *wired, recorder record.E
 	if thresholds == nil {
 		thresholds = eviction.DefaultThresholds()
 	}
-	gc := a.containerGC(w)
+	cgc := a.containerGC(w)
 	igc := a.evictionImageGC(ctx, w)
 	return eviction.New(eviction.Config{
 		Thresholds: thresholds, PressureTransitionPeriod: a.cfg.EvictionPressureTransitionPeriod,
 		MaxPodGracePeriod: a.cfg.EvictionMaxPodGracePeriod, Interval: a.cfg.EvictionMonitoringInterval,
 		Observe: host.Observe, ActivePods: func() []*corev1.Pod { return activePods(w) }, PodStats: stats.Read,
-		RemoveDeadContainers: gc.collect, RemoveUnusedImages: igc.collect,
+		RemoveDeadContainers: cgc.Collect, RemoveUnusedImages: igc.Collect,
 		DedicatedImageFS: !eviction.SameFilesystem(a.cfg.RootDir, imageFS),
 		Evict:            func(ctx context.Context, e eviction.Eviction) error { return a.evict(w, recorder, e) },
 		PodCleanedUp:     func(p *corev1.Pod) bool { return w.board.Lifecycle().Terminated(p.UID) && !w.cg.PodExists(p.UID) },
@@ -91,13 +94,13 @@ func (a *Agent) evictionManager(ctx context.Context, w *wired, recorder record.E
 // image past the minimum age goes (upstream's DeleteUnusedImages), not
 // just down to the low threshold. It learns the images at once, so that
 // their age counts from the nodelet's start as the periodic collector's.
-func (a *Agent) evictionImageGC(ctx context.Context, w *wired) *imageGC {
+func (a *Agent) evictionImageGC(ctx context.Context, w *wired) *gc.Images {
 	g := a.imageGC(ctx, w)
-	g.policy.HighThresholdPercent, g.policy.LowThresholdPercent = 0, 0 // free all there is to free
-	if _, err := g.detect(ctx); err != nil {
+	g.Policy.HighThresholdPercent, g.Policy.LowThresholdPercent = 0, 0 // free all there is to free
+	if _, err := g.Detect(ctx); err != nil {
 		a.log.Warn("eviction: list images", "err", err)
 	}
-	g.log = a.log.With("component", "eviction-imagegc")
+	g.Log = a.log.With("component", "eviction-imagegc")
 	return g
 }
 
@@ -128,7 +131,7 @@ func (a *Agent) evict(w *wired, recorder record.EventRecorder, e eviction.Evicti
 		current = e.Pod.Status
 	}
 	w.status.SetPodStatus(e.Pod, e.Status(current, metav1.NewTime(time.Now())))
-	recorder.Eventf(podReference(e.Pod, ""), corev1.EventTypeWarning, eviction.Reason, "%s", e.Message)
+	recorder.Eventf(podlifecycle.PodReference(e.Pod, ""), corev1.EventTypeWarning, eviction.Reason, "%s", e.Message)
 	grace := e.GracePeriod
 	w.workers.Update(podworkers.UpdateOptions{Pod: e.Pod, Kind: podworkers.Kill, GracePeriod: &grace})
 	return nil

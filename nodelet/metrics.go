@@ -4,6 +4,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/nodelet/nodelet/podlifecycle"
+
 	"github.com/nodelet/nodelet/kubeletmetrics"
 )
 
@@ -16,16 +18,16 @@ import (
 // ignored by the tracker when no pull started). A hook on the Syncer's
 // ensureImage would do the same without reading event reasons.
 type pullTimingRecorder struct {
-	EventRecorder
+	podlifecycle.EventRecorder
 	tracker *kubeletmetrics.PodStartTracker
 }
 
 func (r pullTimingRecorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
 	if ref, ok := object.(*corev1.ObjectReference); ok && ref.Kind == "Pod" {
 		switch reason {
-		case eventPulling:
+		case podlifecycle.EventPulling:
 			r.tracker.StartedPulling(ref.UID)
-		case eventPulled:
+		case podlifecycle.EventPulled:
 			r.tracker.FinishedPulling(ref.UID)
 		}
 	}

@@ -1,8 +1,6 @@
 package nodelet
 
 import (
-	"context"
-	"log/slog"
 	"net/http/httptest"
 	"slices"
 	"strconv"
@@ -10,13 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodelet/nodelet/podlifecycle"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/kubeletmetrics"
-	"github.com/nodelet/nodelet/runtime"
 )
 
 type recordedEvents []string
@@ -38,12 +36,13 @@ func TestPullTimingRecorder(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1",
 		CreationTimestamp: metav1.NewTime(time.Now().Add(-2 * time.Second))}}
 	m.PodStart().ObservedPodOnWatch(pod)
-	s := &Syncer{cfg: SyncerConfig{Recorder: rec}}
-	s.containerEvent(pod, "app", corev1.EventTypeNormal, eventPulling, "Pulling image %q", "x")
+	// The Syncer records its events so (podlifecycle's containerEvent).
+	ctr := podlifecycle.PodReference(pod, podlifecycle.ContainerFieldPath(pod, "app"))
+	rec.Eventf(ctr, corev1.EventTypeNormal, podlifecycle.EventPulling, "Pulling image %q", "x")
 	time.Sleep(1100 * time.Millisecond)
-	s.containerEvent(pod, "app", corev1.EventTypeNormal, eventPulled, "Successfully pulled image %q", "x")
-	s.podEvent(pod, corev1.EventTypeNormal, eventStarted, "Started")
-	if want := []string{eventPulling, eventPulled, eventStarted}; !slices.Equal(events, want) {
+	rec.Eventf(ctr, corev1.EventTypeNormal, podlifecycle.EventPulled, "Successfully pulled image %q", "x")
+	rec.Eventf(podlifecycle.PodReference(pod, ""), corev1.EventTypeNormal, "Started", "Started")
+	if want := []string{podlifecycle.EventPulling, podlifecycle.EventPulled, "Started"}; !slices.Equal(events, want) {
 		t.Errorf("events passed on %v, want %v", events, want)
 	}
 	running := pod.DeepCopy()
@@ -66,40 +65,6 @@ func TestPullTimingRecorder(t *testing.T) {
 }
 
 // TestGCCounters: the collectors count what they removed.
-func TestGCCounters(t *testing.T) {
-	pods := []runtime.PodStatus{{UID: "gone", Namespace: "ns", Name: "p",
-		Sandboxes:  []runtime.SandboxStatus{{ID: "sb", State: runtime.StateExited}},
-		Containers: []runtime.ContainerStatus{{ID: "c0", Name: "app", State: runtime.StateExited, SandboxID: "sb"}}}}
-	var kinds []string
-	gc := &containerGC{policy: runtime.DefaultGCPolicy,
-		list:            func(context.Context) ([]runtime.PodStatus, error) { return pods, nil },
-		removeContainer: func(context.Context, string) error { return nil },
-		removeSandbox:   func(context.Context, string) error { return nil },
-		isPodLive:       func(types.UID) bool { return false },
-		removed:         func(kind string) { kinds = append(kinds, kind) },
-		now:             time.Now, log: slog.New(slog.DiscardHandler)}
-	if err := gc.collect(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(kinds)
-	if want := []string{"container", "sandbox"}; !slices.Equal(kinds, want) {
-		t.Errorf("container gc counted %v, want %v", kinds, want)
-	}
-
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	f := &fakeImages{imgs: []runtime.StoredImage{{ID: "a", Records: []string{"a:1"}, Size: 200}}}
-	g := f.gc(runtime.FSUsage{Capacity: 1000, Available: 100}, &now)
-	var reasons []string
-	g.removed = func(reason string) { reasons = append(reasons, reason) }
-	g.collect(context.Background()) // first seen now: too young
-	now = now.Add(time.Hour)
-	if err := g.collect(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(reasons, []string{"space"}) || !slices.Equal(f.removed, []string{"a"}) {
-		t.Errorf("image gc removed %v, counted %v", f.removed, reasons)
-	}
-}
 
 func scrapeMetrics(t *testing.T, m *kubeletmetrics.Metrics) string {
 	t.Helper()

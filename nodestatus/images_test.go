@@ -1,6 +1,7 @@
 package nodestatus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/test/testkit"
 )
 
@@ -71,5 +73,35 @@ func TestStatusImages(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "one image in the status", func() bool { return len(h.node(t).Status.Images) == 1 })
 	if c := calls.Load(); c > 6 {
 		t.Errorf("images listed %d times in 4 status updates", c)
+	}
+}
+
+func TestNodeImagesCached(t *testing.T) {
+	now := time.Unix(1000, 0)
+	calls, fail := 0, false
+	list := func(context.Context) ([]runtime.StoredImage, error) {
+		calls++
+		if fail {
+			return nil, errors.New("containerd down")
+		}
+		return []runtime.StoredImage{{ID: "sha256:a", Size: 10, RepoTags: []string{"a:1"}}}, nil
+	}
+	images := CachedImages(context.Background(), list, func() time.Time { return now })
+	for range 3 {
+		if got, err := images(); err != nil || len(got) != 1 || got[0].SizeBytes != 10 {
+			t.Fatalf("images() = %v, %v", got, err)
+		}
+		now = now.Add(10 * time.Second)
+	}
+	if calls != 1 {
+		t.Errorf("%d listings within %v, want 1", calls, imagesMaxAge)
+	}
+	fail = true
+	if _, err := images(); err == nil || calls != 2 {
+		t.Errorf("listing after %v: err %v, %d calls, want a new failing listing", imagesMaxAge, err, calls)
+	}
+	fail = false
+	if _, err := images(); err != nil || calls != 3 {
+		t.Errorf("after a failure: err %v, %d calls, want a new listing", err, calls)
 	}
 }

@@ -1,14 +1,16 @@
-package nodelet
+package gc
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/nodestatus"
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
@@ -22,19 +24,19 @@ type fakeImages struct {
 	removed []string
 }
 
-func (f *fakeImages) gc(usage runtime.FSUsage, now *time.Time) *imageGC {
-	return &imageGC{policy: runtime.DefaultImageGCPolicy,
-		usage: func(context.Context) (runtime.FSUsage, error) { return usage, nil },
-		list:  func(context.Context) ([]runtime.StoredImage, error) { return slices.Clone(f.imgs), nil },
-		inUse: func(context.Context) (map[string]bool, error) { return f.used, nil },
-		remove: func(_ context.Context, img runtime.StoredImage) error {
+func (f *fakeImages) gc(usage runtime.FSUsage, now *time.Time) *Images {
+	return &Images{Policy: runtime.DefaultImageGCPolicy,
+		Usage: func(context.Context) (runtime.FSUsage, error) { return usage, nil },
+		List:  func(context.Context) ([]runtime.StoredImage, error) { return slices.Clone(f.imgs), nil },
+		InUse: func(context.Context) (map[string]bool, error) { return f.used, nil },
+		Remove: func(_ context.Context, img runtime.StoredImage) error {
 			f.removed = append(f.removed, img.ID)
 			f.imgs = slices.DeleteFunc(f.imgs, func(s runtime.StoredImage) bool { return s.ID == img.ID })
 			return nil
 		},
-		pinned: func(n string) bool { return n == "pause:1" },
-		now:    func() time.Time { return *now }, log: slog.New(slog.DiscardHandler),
-		firstSeen: map[string]time.Time{}, lastUsed: map[string]time.Time{}}
+		Pinned: func(n string) bool { return n == "pause:1" },
+		Now:    func() time.Time { return *now }, Log: slog.New(slog.DiscardHandler),
+	}
 }
 
 // The collector remembers first detection and last use across passes: a
@@ -48,17 +50,17 @@ func TestImageGCTracksUse(t *testing.T) {
 	}, used: map[string]bool{"a:1": true}}
 	g := f.gc(runtime.FSUsage{Capacity: 1000, Available: 100}, &now) // frees 100
 	ctx := context.Background()
-	if err := g.collect(ctx); err != nil || len(f.removed) != 0 {
+	if err := g.Collect(ctx); err != nil || len(f.removed) != 0 {
 		t.Fatalf("first pass removed %v (%v), want nothing: every image is new", f.removed, err)
 	}
 	now = now.Add(time.Minute)
 	f.used = map[string]bool{"b:1": true} // b used later than a
-	if err := g.collect(ctx); err != nil || len(f.removed) != 0 {
+	if err := g.Collect(ctx); err != nil || len(f.removed) != 0 {
 		t.Fatalf("second pass removed %v (%v), want nothing: younger than 2m", f.removed, err)
 	}
 	now = now.Add(2 * time.Minute)
 	f.used = nil
-	if err := g.collect(ctx); err != nil {
+	if err := g.Collect(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(f.removed, []string{"a", "b"}) {
@@ -93,13 +95,13 @@ func TestImageGCContainerd(t *testing.T) {
 	}
 	// 90% of a disk ten times the images: frees 10% of it, more than all.
 	usage := runtime.FSUsage{Capacity: 10 * total, Available: total}
-	g := &imageGC{policy: runtime.ImageGCPolicy{HighThresholdPercent: 85, LowThresholdPercent: 80},
-		usage: func(context.Context) (runtime.FSUsage, error) { return usage, nil },
-		list:  rt.ListImages, inUse: rt.ImagesInUse, remove: rt.RemoveImage,
-		pinned: func(n string) bool { return n == images.PauseRef }, now: time.Now,
-		log:       slog.New(slog.NewTextHandler(t.Output(), nil)),
-		firstSeen: map[string]time.Time{}, lastUsed: map[string]time.Time{}}
-	if err := g.collect(ctx); err != nil {
+	g := &Images{Policy: runtime.ImageGCPolicy{HighThresholdPercent: 85, LowThresholdPercent: 80},
+		Usage: func(context.Context) (runtime.FSUsage, error) { return usage, nil },
+		List:  rt.ListImages, InUse: rt.ImagesInUse, Remove: rt.RemoveImage,
+		Pinned: func(n string) bool { return n == images.PauseRef }, Now: time.Now,
+		Log: slog.New(slog.NewTextHandler(t.Output(), nil)),
+	}
+	if err := g.Collect(ctx); err != nil {
 		t.Fatal(err)
 	}
 	after, err := rt.ListImages(ctx)
@@ -117,7 +119,7 @@ func TestImageGCContainerd(t *testing.T) {
 	if rt.ImagePresent(ctx, images.NginxRef) {
 		t.Errorf("%s still in containerd", images.NginxRef)
 	}
-	status, err := nodeImages(ctx, rt.ListImages, time.Now)()
+	status, err := nodestatus.CachedImages(ctx, rt.ListImages, time.Now)()
 	if err != nil || len(status) != 2 || len(status[0].Names) < 2 || status[0].SizeBytes <= 0 {
 		t.Errorf("node status images %+v (%v), want busybox and pause with tags and digests", status, err)
 	}
@@ -125,23 +127,8 @@ func TestImageGCContainerd(t *testing.T) {
 	if err != nil || root == "" {
 		t.Fatalf("image fs root %q (%v), want containerd's snapshotter root", root, err)
 	}
-	if u, err := statfsUsage(root); err != nil || u.Capacity <= 0 || u.Available > u.Capacity {
+	if u, err := StatfsUsage(root); err != nil || u.Capacity <= 0 || u.Available > u.Capacity {
 		t.Errorf("statfs %s: %+v (%v)", root, u, err)
-	}
-}
-
-func TestImageGCConfig(t *testing.T) {
-	cfg := Config{}
-	if err := setImageGCDefaults(&cfg); err != nil {
-		t.Fatal(err)
-	}
-	if cfg.ImageGCHighThresholdPercent != 85 || cfg.ImageGCLowThresholdPercent != 80 || cfg.ImageMinimumGCAge != 2*time.Minute {
-		t.Errorf("defaults %d %d %s, want 85 80 2m", cfg.ImageGCHighThresholdPercent, cfg.ImageGCLowThresholdPercent, cfg.ImageMinimumGCAge)
-	}
-	for _, c := range []Config{{ImageGCHighThresholdPercent: 70}, {ImageGCLowThresholdPercent: 90}, {ImageGCHighThresholdPercent: 101}} {
-		if err := setImageGCDefaults(&c); err == nil {
-			t.Errorf("%d/%d: valid, want an error", c.ImageGCHighThresholdPercent, c.ImageGCLowThresholdPercent)
-		}
 	}
 }
 
@@ -172,32 +159,38 @@ func importTestImages(t testing.TB, rt *containerd.Runtime, dir string) {
 
 // TestNodeImagesCached: status updates come every 10 s, the listing at
 // most every nodeImagesMaxAge; a failed listing is retried at once.
-func TestNodeImagesCached(t *testing.T) {
-	now := time.Unix(1000, 0)
-	calls, fail := 0, false
-	list := func(context.Context) ([]runtime.StoredImage, error) {
-		calls++
-		if fail {
-			return nil, errors.New("containerd down")
-		}
-		return []runtime.StoredImage{{ID: "sha256:a", Size: 10, RepoTags: []string{"a:1"}}}, nil
+
+func TestGCCounters(t *testing.T) {
+	pods := []runtime.PodStatus{{UID: "gone", Namespace: "ns", Name: "p",
+		Sandboxes:  []runtime.SandboxStatus{{ID: "sb", State: runtime.StateExited}},
+		Containers: []runtime.ContainerStatus{{ID: "c0", Name: "app", State: runtime.StateExited, SandboxID: "sb"}}}}
+	var kinds []string
+	gc := &Containers{Policy: runtime.DefaultGCPolicy,
+		List:            func(context.Context) ([]runtime.PodStatus, error) { return pods, nil },
+		RemoveContainer: func(context.Context, string) error { return nil },
+		RemoveSandbox:   func(context.Context, string) error { return nil },
+		IsPodLive:       func(types.UID) bool { return false },
+		Removed:         func(kind string) { kinds = append(kinds, kind) },
+		Now:             time.Now, Log: slog.New(slog.DiscardHandler)}
+	if err := gc.Collect(context.Background()); err != nil {
+		t.Fatal(err)
 	}
-	images := nodeImages(context.Background(), list, func() time.Time { return now })
-	for range 3 {
-		if got, err := images(); err != nil || len(got) != 1 || got[0].SizeBytes != 10 {
-			t.Fatalf("images() = %v, %v", got, err)
-		}
-		now = now.Add(10 * time.Second)
+	slices.Sort(kinds)
+	if want := []string{"container", "sandbox"}; !slices.Equal(kinds, want) {
+		t.Errorf("container gc counted %v, want %v", kinds, want)
 	}
-	if calls != 1 {
-		t.Errorf("%d listings within %v, want 1", calls, nodeImagesMaxAge)
+
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := &fakeImages{imgs: []runtime.StoredImage{{ID: "a", Records: []string{"a:1"}, Size: 200}}}
+	g := f.gc(runtime.FSUsage{Capacity: 1000, Available: 100}, &now)
+	var reasons []string
+	g.Removed = func(reason string) { reasons = append(reasons, reason) }
+	g.Collect(context.Background()) // first seen Now: too young
+	now = now.Add(time.Hour)
+	if err := g.Collect(context.Background()); err != nil {
+		t.Fatal(err)
 	}
-	fail = true
-	if _, err := images(); err == nil || calls != 2 {
-		t.Errorf("listing after %v: err %v, %d calls, want a new failing listing", nodeImagesMaxAge, err, calls)
-	}
-	fail = false
-	if _, err := images(); err != nil || calls != 3 {
-		t.Errorf("after a failure: err %v, %d calls, want a new listing", err, calls)
+	if !slices.Equal(reasons, []string{"space"}) || !slices.Equal(f.removed, []string{"a"}) {
+		t.Errorf("image gc removed %v, counted %v", f.removed, reasons)
 	}
 }

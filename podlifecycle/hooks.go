@@ -1,4 +1,4 @@
-package nodelet
+package podlifecycle
 
 // Lifecycle hooks, as upstream's kubelet runs them: postStart right after
 // a container started (a failure kills it: FailedPostStartHook), preStop

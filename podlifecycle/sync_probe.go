@@ -1,4 +1,4 @@
-package nodelet
+package podlifecycle
 
 import (
 	corev1 "k8s.io/api/core/v1"

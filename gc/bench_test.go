@@ -1,4 +1,4 @@
-package nodelet
+package gc
 
 import (
 	"bytes"
@@ -44,15 +44,15 @@ func BenchmarkGCIdle(b *testing.B) {
 	}
 	ctdPID := containerdPID(b, addr)
 	discard := slog.New(slog.DiscardHandler)
-	cgc := &containerGC{policy: runtime.DefaultGCPolicy, list: rt.PodStatuses,
-		removeContainer: func(context.Context, string) error { b.Fatal("container GC removed a container"); return nil },
-		removeSandbox:   func(context.Context, string) error { b.Fatal("container GC removed a sandbox"); return nil },
-		isPodLive:       func(types.UID) bool { return true }, now: time.Now, log: discard}
-	igc := &imageGC{policy: runtime.DefaultImageGCPolicy,
-		usage: func(context.Context) (runtime.FSUsage, error) { return statfsUsage(dir) },
-		list:  rt.ListImages, inUse: rt.ImagesInUse, remove: rt.RemoveImage,
-		pinned: func(n string) bool { return n == images.PauseRef }, now: time.Now, log: discard,
-		firstSeen: map[string]time.Time{}, lastUsed: map[string]time.Time{}}
+	cgc := &Containers{Policy: runtime.DefaultGCPolicy, List: rt.PodStatuses,
+		RemoveContainer: func(context.Context, string) error { b.Fatal("container GC removed a container"); return nil },
+		RemoveSandbox:   func(context.Context, string) error { b.Fatal("container GC removed a sandbox"); return nil },
+		IsPodLive:       func(types.UID) bool { return true }, Now: time.Now, Log: discard}
+	igc := &Images{Policy: runtime.DefaultImageGCPolicy,
+		Usage: func(context.Context) (runtime.FSUsage, error) { return StatfsUsage(dir) },
+		List:  rt.ListImages, InUse: rt.ImagesInUse, Remove: rt.RemoveImage,
+		Pinned: func(n string) bool { return n == images.PauseRef }, Now: time.Now, Log: discard,
+	}
 
 	measure := func(name string, pass func(context.Context) error, interval time.Duration) {
 		selfBefore, ctdBefore := selfCPU(), procCPU(b, ctdPID)
@@ -71,8 +71,8 @@ func BenchmarkGCIdle(b *testing.B) {
 		b.ReportMetric(100*float64(self+ctd)/float64(interval), name+"-%core")
 	}
 	b.ResetTimer()
-	measure("containergc", cgc.collect, time.Minute)
-	measure("imagegc", igc.collect, 5*time.Minute)
+	measure("containergc", cgc.Collect, time.Minute)
+	measure("imagegc", igc.Collect, 5*time.Minute)
 }
 
 // makeIdlePods creates n pods' sandboxes and containers (no tasks: exited

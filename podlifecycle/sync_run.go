@@ -1,4 +1,4 @@
-package nodelet
+package podlifecycle
 
 import (
 	"context"
@@ -280,17 +280,17 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 	}
 	pull := policy == corev1.PullAlways || (policy == corev1.PullIfNotPresent && !s.cfg.Runtime.ImagePresent(ctx, c.Image))
 	if pull {
-		s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventPulling, "Pulling image %q", c.Image)
+		s.containerEvent(pod, c.Name, corev1.EventTypeNormal, EventPulling, "Pulling image %q", c.Image)
 	}
 	img, res, err := s.cfg.Runtime.EnsureImageWith(ctx, c.Image, runtime.PullOptions{Policy: policy, Secrets: s.pullSecrets(ctx, pod)})
 	switch {
 	case err != nil:
 		s.containerEvent(pod, c.Name, corev1.EventTypeWarning, eventFailed, "Failed to pull image %q: %v", c.Image, err)
 	case res.Pulled:
-		s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventPulled, "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.",
+		s.containerEvent(pod, c.Name, corev1.EventTypeNormal, EventPulled, "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.",
 			c.Image, res.Duration.Round(time.Millisecond), res.WithWaiting.Round(time.Millisecond), img.Size)
 	default:
-		s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventPulled, "Container image %q already present on machine", c.Image)
+		s.containerEvent(pod, c.Name, corev1.EventTypeNormal, EventPulled, "Container image %q already present on machine", c.Image)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,7 +1,7 @@
 // Package nodelet ties the node's components together. sync*.go hold the
 // pod Syncer the pod workers call: plan (runtime.ComputePodActions) then
 // act (network, cgroups, volumes, containerd), then report the status.
-package nodelet
+package podlifecycle
 
 import (
 	"context"

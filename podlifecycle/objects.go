@@ -1,4 +1,4 @@
-package nodelet
+package podlifecycle
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -24,30 +23,30 @@ type ObjectSource interface {
 	Secret(ctx context.Context, ns, name string) (*corev1.Secret, error)
 }
 
-// apiObjects reads ConfigMaps and Secrets straight from the API server,
+// APIObjects reads ConfigMaps and Secrets straight from the API server,
 // for env when a container is created and for volumes at each sync
 // (upstream's "Get" strategy): always current, no watch per object, one
 // GET per object and sync.
-type apiObjects struct{ client kubernetes.Interface }
+type APIObjects struct{ Client kubernetes.Interface }
 
 const envSourceTimeout = 10 * time.Second
 
-func (s apiObjects) ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+func (s APIObjects) ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
 	ctx, cancel := context.WithTimeout(ctx, envSourceTimeout)
 	defer cancel()
-	return s.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	return s.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
-func (s apiObjects) Secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+func (s APIObjects) Secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
 	ctx, cancel := context.WithTimeout(ctx, envSourceTimeout)
 	defer cancel()
-	return s.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	return s.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
-// volumeObjects is what the volumes manager reads: ConfigMaps and Secrets
+// VolumeObjects is what the volumes manager reads: ConfigMaps and Secrets
 // from the API server, ServiceAccount tokens from the node's token cache.
-type volumeObjects struct {
-	apiObjects
+type VolumeObjects struct {
+	APIObjects
 	*tokens.Manager
 }
 
@@ -79,16 +78,4 @@ func (s *Syncer) envObjects(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 		}
 	}
 	return objs, nil
-}
-
-// dropUnread is the transform of the node's Services and EndpointSlices
-// informers: managed fields and annotations (kubectl's last-applied
-// configuration can be larger than the object) are read by none of their
-// users.
-func dropUnread(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetManagedFields(nil)
-		m.SetAnnotations(nil)
-	}
-	return obj, nil
 }

@@ -1,4 +1,4 @@
-package nodelet
+package podlifecycle
 
 import (
 	"fmt"
@@ -16,8 +16,8 @@ type EventRecorder interface {
 
 // Event reasons, upstream's (pkg/kubelet/events).
 const (
-	eventPulling             = "Pulling"
-	eventPulled              = "Pulled"
+	EventPulling             = "Pulling" // exported for the pod start metrics
+	EventPulled              = "Pulled"
 	eventFailed              = "Failed"
 	eventBackOff             = "BackOff"
 	eventCreated             = "Created"
@@ -35,7 +35,7 @@ const (
 // podEvent records an event about the pod.
 func (s *Syncer) podEvent(pod *corev1.Pod, eventtype, reason, format string, args ...any) {
 	if s.cfg.Recorder != nil {
-		s.cfg.Recorder.Eventf(podReference(pod, ""), eventtype, reason, format, args...)
+		s.cfg.Recorder.Eventf(PodReference(pod, ""), eventtype, reason, format, args...)
 	}
 }
 
@@ -43,16 +43,19 @@ func (s *Syncer) podEvent(pod *corev1.Pod, eventtype, reason, format string, arg
 // (involvedObject.fieldPath spec.containers{name}, as upstream).
 func (s *Syncer) containerEvent(pod *corev1.Pod, name, eventtype, reason, format string, args ...any) {
 	if s.cfg.Recorder != nil {
-		s.cfg.Recorder.Eventf(podReference(pod, containerFieldPath(pod, name)), eventtype, reason, format, args...)
+		s.cfg.Recorder.Eventf(PodReference(pod, ContainerFieldPath(pod, name)), eventtype, reason, format, args...)
 	}
 }
 
-func podReference(pod *corev1.Pod, fieldPath string) *corev1.ObjectReference {
+// PodReference is the pod as an event's involvedObject; fieldPath names
+// one of its containers (ContainerFieldPath) or is empty.
+func PodReference(pod *corev1.Pod, fieldPath string) *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
 		UID: pod.UID, ResourceVersion: pod.ResourceVersion, FieldPath: fieldPath}
 }
 
-func containerFieldPath(pod *corev1.Pod, name string) string {
+// ContainerFieldPath is the fieldPath of the named container of the pod.
+func ContainerFieldPath(pod *corev1.Pod, name string) string {
 	for _, c := range pod.Spec.InitContainers {
 		if c.Name == name {
 			return fmt.Sprintf("spec.initContainers{%s}", name)

@@ -1,4 +1,4 @@
-package nodelet
+package podlifecycle
 
 import (
 	"context"

@@ -1,25 +1,18 @@
-package nodelet
+package podlifecycle
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	libcgroups "github.com/opencontainers/cgroups"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,121 +24,21 @@ import (
 	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
 	"github.com/nodelet/nodelet/test/images"
+	"github.com/nodelet/nodelet/test/testkit"
 	"github.com/nodelet/nodelet/volumes"
 )
 
-// The real test runs its body in a child process in a fresh network
-// namespace (the "node"): containerd, the bridge, the CNI plugins and the
-// pods' namespaces live there and vanish with it. Parent and child share
-// the mount namespace; the parent unmounts whatever the child left under
-// the shared base directory.
+const podCIDR = "10.77.0.0/24"
 
-const (
-	childTestEnv = "NODELET_SYNC_TEST_CHILD"
-	childBaseEnv = "NODELET_SYNC_TEST_BASE"
-	podCIDR      = "10.77.0.0/24"
-)
-
+// inNodeNetns runs body in a child process in a fresh network namespace
+// (the "node"; testkit.InNodeNetns): containerd, the bridge, the CNI
+// plugins and the pods' namespaces live there and vanish with it.
 func inNodeNetns(t *testing.T, body func(t *testing.T, base string)) {
-	if os.Getenv(childTestEnv) == t.Name() {
-		base := os.Getenv(childBaseEnv)
-		if base == "" {
-			t.Fatalf("%s set without %s", childTestEnv, childBaseEnv)
-		}
-		lo, err := netlink.LinkByName("lo")
-		if err == nil {
-			err = netlink.LinkSetUp(lo)
-		}
-		if err != nil {
-			t.Fatalf("set lo up in the node netns: %v", err)
-		}
-		body(t, base)
-		return
-	}
-	if os.Geteuid() != 0 {
-		t.Fatalf("the sync test needs root (containerd, netns, cgroups); uid %d", os.Geteuid())
-	}
+	testkit.RequireRoot(t, "containerd, netns, cgroups")
 	if err := hosttools.Check("containerd", "runc", "busybox", "iptables", "/usr/lib/cni/bridge", "/usr/lib/cni/host-local"); err != nil {
 		t.Fatal(err)
 	}
-	base := t.TempDir()
-	t.Cleanup(func() { unmountUnder(t, base) })
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), childTestEnv+"="+t.Name(), childBaseEnv+"="+base)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.CombinedOutput()
-	t.Logf("node netns child output:\n%s", out)
-	if err != nil {
-		t.Fatalf("test body in the node netns failed: %v", err)
-	}
-	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
-		t.Fatalf("child did not run %s", t.Name())
-	}
-}
-
-// unmountUnder detaches every mount below dir, deepest first.
-func unmountUnder(t *testing.T, dir string) {
-	t.Helper()
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		t.Errorf("read mountinfo: %v", err)
-		return
-	}
-	defer f.Close()
-	var mounts []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 5 && strings.HasPrefix(fields[4], dir+"/") {
-			mounts = append(mounts, fields[4])
-		}
-	}
-	slices.Sort(mounts)
-	slices.Reverse(mounts)
-	for _, mp := range mounts {
-		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount leftover %s: %v", mp, err)
-		}
-	}
-}
-
-// testCgroupRoot makes a unique cgroup root removed from every hierarchy
-// at cleanup.
-func testCgroupRoot(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 6)
-	rand.Read(b)
-	root := "/nodelet-sync-test-" + hex.EncodeToString(b)
-	var hierarchies []string
-	entries, err := os.ReadDir("/sys/fs/cgroup")
-	if err != nil {
-		t.Fatalf("read /sys/fs/cgroup: %v", err)
-	}
-	for _, e := range entries {
-		p := filepath.Join("/sys/fs/cgroup", e.Name())
-		var st unix.Statfs_t
-		if e.Type()&os.ModeSymlink != 0 || unix.Statfs(p, &st) != nil {
-			continue
-		}
-		if st.Type == unix.CGROUP_SUPER_MAGIC || st.Type == unix.CGROUP2_SUPER_MAGIC {
-			hierarchies = append(hierarchies, p)
-		}
-	}
-	var st unix.Statfs_t
-	if unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
-		hierarchies = []string{"/sys/fs/cgroup"}
-	}
-	if len(hierarchies) == 0 {
-		t.Fatal("no cgroup hierarchy mounted under /sys/fs/cgroup")
-	}
-	t.Cleanup(func() {
-		for _, h := range hierarchies {
-			if err := libcgroups.RemovePath(filepath.Join(h, root)); err != nil {
-				t.Errorf("cleanup: remove %s: %v", filepath.Join(h, root), err)
-			}
-		}
-	})
-	return root
+	testkit.InNodeNetns(t, body)
 }
 
 // statusRecorder is a fake StatusSink.
@@ -229,7 +122,7 @@ func newNode(t *testing.T, base string) *node {
 		t.Fatal(err)
 	}
 
-	n.cg, err = cgroups.New(cgroups.Config{Driver: "cgroupfs", Root: testCgroupRoot(t), RemoveTimeout: 2 * time.Second, Log: log})
+	n.cg, err = cgroups.New(cgroups.Config{Driver: "cgroupfs", Root: testkit.CgroupRoot(t, "nodelet-sync-test"), RemoveTimeout: 2 * time.Second, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
