@@ -422,7 +422,7 @@ type terminatingSyncer struct {
 	status *status.Manager
 	// evicted, when set, gives the final status of a pod the eviction
 	// manager evicted (Failed/Evicted, whatever its containers reported).
-	evicted func(*corev1.Pod) (corev1.PodStatus, bool)
+	evicted *podlifecycle.Evictions
 }
 
 func (s terminatingSyncer) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, grace int64) error {
@@ -430,7 +430,11 @@ func (s terminatingSyncer) SyncTerminatingPod(ctx context.Context, pod *corev1.P
 		return err
 	}
 	if s.evicted != nil {
-		if st, ok := s.evicted(pod); ok {
+		current, ok := s.status.GetPodStatus(pod.UID)
+		if !ok {
+			current = pod.Status
+		}
+		if st, ok := s.evicted.FinalStatus(pod, current); ok {
 			s.status.SetPodStatus(pod, st)
 		}
 	}

@@ -56,15 +56,13 @@ type wired struct {
 
 	probes   *prober.Manager
 	orphans  *podlifecycle.Orphans
-	admit    admission.Handler
-	admitMu  sync.Mutex
-	rejected map[types.UID]bool // pods refused by admission
+	admitter *podlifecycle.Admitter
 
 	// evict publishes the node's pressure; evictions are the pods it
 	// evicted whose termination is not over (eviction.go).
 	evict     *eviction.Manager
 	pressure  *eviction.NodePressure
-	evictions *evictions
+	evictions *podlifecycle.Evictions
 }
 
 // Run runs the node agent until ctx ends. On the way out it stops its
@@ -182,8 +180,7 @@ func nilIfDone(ctx context.Context, err error) error {
 // and the pod informer.
 func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	recorder, nodeEvent := a.events(ctx)
-	w := &wired{components: c, hints: make(chan struct{}, 1), rejected: map[types.UID]bool{},
-		evictions: &evictions{byUID: map[types.UID]eviction.Eviction{}}}
+	w := &wired{components: c, hints: make(chan struct{}, 1), evictions: podlifecycle.NewEvictions()}
 	// The workers publish the pods' lifecycle on the board; the status
 	// manager, made before them, reads it.
 	w.board = podworkers.NewBoard()
@@ -242,7 +239,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	if err != nil {
 		return nil, err
 	}
-	workers = podworkers.New(podworkers.Config{Syncer: terminatingSyncer{Syncer: syncer, status: w.status, evicted: w.evictedStatus},
+	workers = podworkers.New(podworkers.Config{Syncer: terminatingSyncer{Syncer: syncer, status: w.status, evicted: w.evictions},
 		Board: w.board, Log: a.log.With("component", "podworkers")})
 	w.workers = workers
 	w.orphans = podlifecycle.NewOrphans(podlifecycle.OrphansConfig{
@@ -259,15 +256,19 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 		Lifecycle: w.board.Lifecycle,
 		LogRoot:   a.cfg.LogRoot, Log: a.log.With("component", "orphans"),
 	})
-	w.admit = admission.Chain{
-		// First, as upstream's eviction admit handler: under pressure the
-		// refusal says so whatever else would refuse the pod.
-		admission.NodePressure(w.pressure.Conditions, eviction.IsCriticalPod),
-		admission.ResourcesFit(func() corev1.ResourceList {
-			return nodestatus.Allocatable(nodestatus.Capacity(w.node.Host(), a.maxPods()), a.cfg.SystemReserved, a.cfg.KubeReserved)
-		}),
-		admission.HostPorts(),
-	}
+	w.admitter = podlifecycle.NewAdmitter(podlifecycle.AdmitterConfig{
+		Handler: admission.Chain{
+			// First, as upstream's eviction admit handler: under pressure the
+			// refusal says so whatever else would refuse the pod.
+			admission.NodePressure(w.pressure.Conditions, eviction.IsCriticalPod),
+			admission.ResourcesFit(func() corev1.ResourceList {
+				return nodestatus.Allocatable(nodestatus.Capacity(w.node.Host(), a.maxPods()), a.cfg.SystemReserved, a.cfg.KubeReserved)
+			}),
+			admission.HostPorts(),
+		},
+		Lifecycle: w.board.Lifecycle, Pods: func() []*corev1.Pod { return informerPods(w) },
+		Status: w.status, Log: a.log.With("component", "admission"),
+	})
 	if w.evict, err = a.evictionManager(ctx, w, recorder, nodeEvent); err != nil {
 		return nil, err
 	}
@@ -373,9 +374,7 @@ func (a *Agent) podInformer(w *wired) error {
 			}
 			if p, ok := obj.(*corev1.Pod); ok {
 				a.metrics.PodStart().Forget(p.UID)
-				w.admitMu.Lock()
-				delete(w.rejected, p.UID)
-				w.admitMu.Unlock()
+				w.admitter.Forget(p.UID)
 				w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Remove})
 			}
 		},
@@ -388,47 +387,11 @@ func (a *Agent) podInformer(w *wired) error {
 
 // syncPod hands a pod of the API to its worker, admitting it first when
 // it is new to the node. Callers are the informer's handler and
-// housekeeping; admission decisions are serialized by admitMu.
+// housekeeping.
 func (a *Agent) syncPod(w *wired, p *corev1.Pod) {
-	if !a.admitted(w, p) {
-		return
+	if w.admitter.Admitted(p) {
+		w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Sync})
 	}
-	w.workers.Update(podworkers.UpdateOptions{Pod: p, Kind: podworkers.Sync})
-}
-
-// admitted tells whether the pod may run: pods already running here,
-// terminating or finished need no decision; a new pod must fit next to the
-// pods that have workers, or it is rejected (Failed) once and for all.
-func (a *Agent) admitted(w *wired, p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
-		return true // the workers stop or forget it
-	}
-	w.admitMu.Lock()
-	defer w.admitMu.Unlock()
-	if w.rejected[p.UID] {
-		return false
-	}
-	life := w.board.Lifecycle()
-	if life.Known(p.UID) {
-		return true
-	}
-	var others []*corev1.Pod
-	for _, obj := range w.pods.GetStore().List() {
-		if o, ok := obj.(*corev1.Pod); ok && life.Active(o.UID) {
-			others = append(others, o)
-		}
-	}
-	r := w.admit.Admit(admission.Attributes{Pod: p, Admitted: others})
-	if r.Admit {
-		return true
-	}
-	w.rejected[p.UID] = true
-	a.log.Info("pod rejected", "pod", p.Namespace+"/"+p.Name, "reason", r.Reason, "message", r.Message)
-	st := p.Status.DeepCopy()
-	st.Phase, st.Reason, st.Message = corev1.PodFailed, r.Reason, r.Message
-	w.status.SetPodStatus(p, *st)
-	w.status.TerminatePod(p)
-	return false
 }
 
 func (a *Agent) maxPods() int { return a.cfg.MaxPods }

@@ -4,36 +4,11 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/nodelet/nodelet/eviction"
 	"github.com/nodelet/nodelet/runtime"
 )
 
 // The status an evicted pod ends with is Failed/Evicted whatever its
 // stopped containers made of it, once; other pods are left alone.
-func TestEvictionsFinalStatus(t *testing.T) {
-	e := &evictions{byUID: map[types.UID]eviction.Eviction{}}
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"}}
-	e.add(eviction.Eviction{Pod: p, Signal: eviction.MemoryAvailable, Message: "The node was low on resource: memory. "})
-	computed := corev1.PodStatus{Phase: corev1.PodSucceeded, Conditions: []corev1.PodCondition{{Type: corev1.PodReady}}}
-	st, ok := e.finalStatus(p, computed)
-	if !ok || st.Phase != corev1.PodFailed || st.Reason != "Evicted" || st.Message != "The node was low on resource: memory. " {
-		t.Fatalf("final status %+v, %v", st, ok)
-	}
-	if c := st.Conditions[len(st.Conditions)-1]; c.Type != corev1.DisruptionTarget || c.Status != corev1.ConditionTrue {
-		t.Errorf("conditions %+v", st.Conditions)
-	}
-	if _, ok := e.finalStatus(p, computed); ok {
-		t.Error("the eviction was not forgotten after its termination")
-	}
-	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u2"}}
-	if _, ok := e.finalStatus(other, computed); ok {
-		t.Error("a pod never evicted got an eviction status")
-	}
-}
 
 // The collector used under disk pressure has thresholds 0/0: whatever the
 // usage it asks for all the used space back, so the plan takes every
