@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodelet/nodelet/peerroutes"
 	"github.com/nodelet/nodelet/podlifecycle"
 
 	corev1 "k8s.io/api/core/v1"
@@ -158,7 +159,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	goRun("pod events", func(ctx context.Context) error { a.podEvents(ctx, w); return nil })
 	goRun("housekeeping", func(ctx context.Context) error { a.housekeeping(ctx, w); return nil })
 	goRun("eviction", w.evict.Run)
-	goRun("routes", func(ctx context.Context) error { return a.runPeerRoutes(ctx, cidr, w.node.Host().InternalIP) })
+	goRun("routes", func(ctx context.Context) error {
+		return peerroutes.Run(ctx, peerroutes.Config{Client: a.client, NodeName: a.cfg.NodeName,
+			PodCIDR: cidr, NodeIP: w.node.Host().InternalIP, Log: a.log.With("component", "routes")})
+	})
 	if len(a.cfg.ClusterDNS) > 0 { // --cluster-dns: this node serves the cluster DNS (clusterdns.go)
 		goRun("cluster dns", func(ctx context.Context) error { return a.runClusterDNS(ctx, w.svcFactory) })
 	}

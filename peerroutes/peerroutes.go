@@ -1,4 +1,9 @@
-package nodelet
+// Package peerroutes keeps a route to every other node's pod CIDR through
+// that node's InternalIP, and the node's masquerade rule (network.Routes),
+// in step with the Node objects: pods on different nodes reach each other
+// without an overlay. It reads Nodes and touches only the host's routes
+// and its own nftables table.
+package peerroutes
 
 import (
 	"context"
@@ -12,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodelet/nodelet/network"
@@ -30,12 +36,19 @@ type peerSyncer interface {
 	Sync(ctx context.Context, peers []network.Peer) error
 }
 
-// runPeerRoutes keeps a route to every other node's pod CIDR through that
-// node's InternalIP, and the node's masquerade rule, in step with the Node
-// objects: pods on different nodes reach each other without an overlay.
-// Node changes that do not move an address or a pod CIDR (heartbeats,
-// conditions) do not wake it.
-func (a *Agent) runPeerRoutes(ctx context.Context, podCIDR, nodeIP string) error {
+// Config configures the route loop; every field but Log is required.
+type Config struct {
+	Client   kubernetes.Interface
+	NodeName string
+	// PodCIDR and NodeIP are this node's.
+	PodCIDR, NodeIP string
+	Log             *slog.Logger
+}
+
+// Run keeps the routes until ctx ends. Node changes that do not move an
+// address or a pod CIDR (heartbeats, conditions) do not wake it.
+func Run(ctx context.Context, cfg Config) error {
+	podCIDR, nodeIP := cfg.PodCIDR, cfg.NodeIP
 	cidr, err := netip.ParsePrefix(podCIDR)
 	if err != nil {
 		return fmt.Errorf("routes: pod CIDR %q: %w", podCIDR, err)
@@ -44,12 +57,15 @@ func (a *Agent) runPeerRoutes(ctx context.Context, podCIDR, nodeIP string) error
 	if err != nil {
 		return fmt.Errorf("routes: node IP %q: %w", nodeIP, err)
 	}
-	log := a.log.With("component", "routes")
-	routes, err := network.NewRoutes(network.RoutesConfig{PodCIDR: cidr, NodeIP: ip, Log: a.log})
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	routes, err := network.NewRoutes(network.RoutesConfig{PodCIDR: cidr, NodeIP: ip, Log: log})
 	if err != nil {
 		return fmt.Errorf("routes: %w", err)
 	}
-	factory := informers.NewSharedInformerFactory(a.client, 0)
+	factory := informers.NewSharedInformerFactory(cfg.Client, 0)
 	nodes := factory.Core().V1().Nodes()
 	kick := make(chan struct{}, 1)
 	wake := func() {
@@ -78,7 +94,7 @@ func (a *Agent) runPeerRoutes(ctx context.Context, podCIDR, nodeIP string) error
 		all, _ := nodes.Lister().List(labels.Everything())
 		return all
 	}
-	syncPeerRoutes(ctx, routes, list, a.cfg.NodeName, kick, log)
+	syncPeerRoutes(ctx, routes, list, cfg.NodeName, kick, log)
 	return nil
 }
 

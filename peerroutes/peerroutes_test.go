@@ -1,4 +1,4 @@
-package nodelet
+package peerroutes
 
 import (
 	"context"
