@@ -11,9 +11,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
-	"sync"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -140,24 +141,12 @@ type SyncerConfig struct {
 type Syncer struct {
 	cfg SyncerConfig
 	log *slog.Logger
-
-	mu    sync.Mutex
-	pulls map[string]pullFailure // uid/container -> last pull failure
+	// pullBackoff records failed image pulls; the plan holds back the
+	// containers whose pull is in back-off (ImagePullBackOff).
+	pullBackoff *runtime.PullBackoff
 }
 
 var _ podworkers.Syncer = (*Syncer)(nil)
-
-// pullFailure remembers a failed image pull for ImagePullBackOff.
-type pullFailure struct {
-	image string
-	until time.Time
-	delay time.Duration
-}
-
-const (
-	pullBackoffInitial = 10 * time.Second
-	pullBackoffMax     = 5 * time.Minute
-)
 
 // NewSyncer checks cfg and returns a Syncer.
 func NewSyncer(cfg SyncerConfig) (*Syncer, error) {
@@ -183,7 +172,8 @@ func NewSyncer(cfg SyncerConfig) (*Syncer, error) {
 	if cfg.HostResolvConf == nil {
 		cfg.HostResolvConf, _ = os.ReadFile("/etc/resolv.conf") // missing: empty
 	}
-	return &Syncer{cfg: cfg, log: cfg.Log, pulls: map[string]pullFailure{}}, nil
+	return &Syncer{cfg: cfg, log: cfg.Log,
+		pullBackoff: runtime.NewPullBackoff(runtime.DefaultPullBackoffInitial, runtime.DefaultPullBackoffMax, cfg.Now)}, nil
 }
 
 // PodStatusFromList adapts a lister of every pod's status (such as
@@ -230,15 +220,31 @@ func (s *Syncer) SyncPod(ctx context.Context, pod *corev1.Pod) (podworkers.SyncR
 		backoff = s.cfg.Backoff.InBackoff
 	}
 	actions := runtime.ComputePodActions(pod, runtime.PlanInputs{Status: rs, Now: s.cfg.Now(), Backoff: backoff,
-		Unhealthy: s.probe(pod, rs)})
+		PullBackoff: s.pullBackoff.InBackoff, Unhealthy: s.probe(pod, rs)})
+	// Why containers wait: the plan's held-back containers, then the start
+	// failures of this sync.
 	waiting := map[string]corev1.ContainerStateWaiting{}
-	for k, v := range actions.Waiting {
-		waiting[k] = v
-		if v.Reason == runtime.ReasonCrashLoopBackOff {
-			s.containerEvent(pod, k, corev1.EventTypeWarning, eventBackOff, "Back-off restarting failed container %s in pod %s", k, podRef(pod))
+	var pullWaits []error
+	for _, name := range slices.Sorted(maps.Keys(actions.Waiting)) {
+		w := actions.Waiting[name]
+		waiting[name] = w
+		switch w.Reason {
+		case runtime.ReasonCrashLoopBackOff:
+			s.containerEvent(pod, name, corev1.EventTypeWarning, eventBackOff, "Back-off restarting failed container %s in pod %s", name, podRef(pod))
+		case runtime.ReasonImagePullBackOff:
+			s.containerEvent(pod, name, corev1.EventTypeNormal, eventBackOff, "%s", w.Message)
+			// A pull in back-off fails the sync, as the failed pull did
+			// (upstream's ErrImagePullBackOff).
+			pullWaits = append(pullWaits, fmt.Errorf("pull image for container %s of pod %s: %s", name, podRef(pod), w.Message))
 		}
 	}
-	actErr := s.act(ctx, pod, rs, &actions, waiting)
+	actErr := s.act(ctx, pod, rs, &actions)
+	for _, se := range startErrors(actErr) {
+		if w, ok := runtime.WaitingFor(se); ok {
+			waiting[se.Container] = w
+		}
+	}
+	actErr = errors.Join(append(pullWaits, actErr)...)
 	res := podworkers.SyncResult{ResyncAfter: actions.RetryAfter}
 	phase, err := s.reportStatus(ctx, pod, waiting, false)
 	if err != nil {
@@ -268,8 +274,31 @@ func (s *Syncer) reportStatus(ctx context.Context, pod *corev1.Pod, waiting map[
 	return st.Phase, nil
 }
 
-// act carries out the plan; waiting collects why containers wait.
-func (s *Syncer) act(ctx context.Context, pod *corev1.Pod, rs *runtime.PodStatus, a *runtime.PodActions, waiting map[string]corev1.ContainerStateWaiting) error {
+// startErrors finds every *runtime.StartError in err's tree (act joins the
+// errors of several containers; errors.As would find only the first).
+func startErrors(err error) []*runtime.StartError {
+	var out []*runtime.StartError
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case *runtime.StartError:
+			out = append(out, e)
+		case interface{ Unwrap() []error }:
+			for _, err := range e.Unwrap() {
+				walk(err)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+// act carries out the plan. A failed container start is a
+// *runtime.StartError in the returned error's tree.
+func (s *Syncer) act(ctx context.Context, pod *corev1.Pod, rs *runtime.PodStatus, a *runtime.PodActions) error {
 	if a.KillPod {
 		if a.CreateSandbox && rs.LatestSandbox() != nil {
 			s.podEvent(pod, corev1.EventTypeNormal, eventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
@@ -295,14 +324,27 @@ func (s *Syncer) act(ctx context.Context, pod *corev1.Pod, rs *runtime.PodStatus
 	if a.KillPod && !a.CreateSandbox {
 		return nil // the pod is done: nothing to run
 	}
-	podCgroup, err := s.cfg.Cgroups.EnsurePod(ctx, pod)
-	if err != nil {
-		return fmt.Errorf("ensure cgroup of pod %s: %w", podRef(pod), err)
+	// The pod's cgroup and files are for the containers to start: none, no
+	// set-up.
+	starts := a.StartsAnything()
+	var podCgroup string
+	if starts {
+		var err error
+		if podCgroup, err = s.cfg.Cgroups.EnsurePod(ctx, pod); err != nil {
+			return fmt.Errorf("ensure cgroup of pod %s: %w", podRef(pod), err)
+		}
 	}
+	// The volumes are set up at every sync of a pod that runs, whatever the
+	// plan: SetupPod also rewrites the configMap, secret, downwardAPI and
+	// projected volumes whose content changed, so the running containers
+	// see updated objects (upstream's periodic volume remount).
 	mounts, err := s.cfg.Volumes.SetupPod(ctx, pod)
 	if err != nil {
 		s.podEvent(pod, corev1.EventTypeWarning, eventFailedMount, "MountVolume.SetUp failed: %v", err)
 		return fmt.Errorf("set up volumes of pod %s: %w", podRef(pod), err)
+	}
+	if !starts {
+		return nil
 	}
 	sb := sandboxInfo{id: a.SandboxID}
 	// Containers with no status show ContainerCreating (PodInitializing
@@ -320,19 +362,15 @@ func (s *Syncer) act(ctx context.Context, pod *corev1.Pod, rs *runtime.PodStatus
 		return err
 	}
 	if c := a.NextInitContainerToStart; c != nil {
-		return s.startContainer(ctx, &pc, c, true, waiting)
+		return s.startContainer(ctx, &pc, c, true)
 	}
 	var errs []error
 	for _, i := range a.ContainersToStart {
-		if err := s.startContainer(ctx, &pc, &pod.Spec.Containers[i], false, waiting); err != nil {
+		if err := s.startContainer(ctx, &pc, &pod.Spec.Containers[i], false); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func setWaiting(w map[string]corev1.ContainerStateWaiting, name, reason, msg string) {
-	w[name] = corev1.ContainerStateWaiting{Reason: reason, Message: msg}
 }
 
 func volumeSources(m map[string]volumes.Mount) map[string]runtime.VolumeSource {

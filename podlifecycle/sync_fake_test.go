@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/network"
@@ -23,6 +27,8 @@ type fakeRuntime struct {
 	calls      []string
 	runErr     error
 	imageErr   map[string]error
+	createErr  map[string]error // by container name
+	startErr   map[string]error // by container ID
 	sandboxes  []runtime.SandboxStatus
 	containers []runtime.ContainerStatus
 }
@@ -78,12 +84,15 @@ func (f *fakeRuntime) RemoveSandbox(_ context.Context, id string) error {
 
 func (f *fakeRuntime) CreateContainer(_ context.Context, _ *corev1.Pod, c *corev1.Container, _ runtime.ContainerConfig) (string, error) {
 	f.calls = append(f.calls, "CreateContainer "+c.Name)
+	if err := f.createErr[c.Name]; err != nil {
+		return "", err
+	}
 	return "id-" + c.Name, nil
 }
 
 func (f *fakeRuntime) StartContainer(_ context.Context, id string) error {
 	f.calls = append(f.calls, "StartContainer "+id)
-	return nil
+	return f.startErr[id]
 }
 
 func (f *fakeRuntime) StopContainer(_ context.Context, id string, grace time.Duration) error {
@@ -112,11 +121,15 @@ func (f *fakeNetwork) TeardownPod(_ context.Context, p network.PodNetwork) error
 	return nil
 }
 
-type fakeCgroups struct{ removed []types.UID }
+type fakeCgroups struct {
+	ensured int
+	removed []types.UID
+}
 
 func (f *fakeCgroups) EnsureQoS(context.Context) error                { return nil }
 func (f *fakeCgroups) UpdateQoS(context.Context, []*corev1.Pod) error { return nil }
 func (f *fakeCgroups) EnsurePod(_ context.Context, p *corev1.Pod) (string, error) {
+	f.ensured++
 	return "/kubepods/pod" + string(p.UID), nil
 }
 func (f *fakeCgroups) RemovePod(_ context.Context, uid types.UID) error {
@@ -126,9 +139,10 @@ func (f *fakeCgroups) RemovePod(_ context.Context, uid types.UID) error {
 func (f *fakeCgroups) PodExists(types.UID) bool       { return false }
 func (f *fakeCgroups) ListPods() ([]types.UID, error) { return nil, nil }
 
-type fakeVolumes struct{ torn int }
+type fakeVolumes struct{ setups, torn int }
 
 func (f *fakeVolumes) SetupPod(context.Context, *corev1.Pod) (map[string]volumes.Mount, error) {
+	f.setups++
 	return map[string]volumes.Mount{}, nil
 }
 func (f *fakeVolumes) PrepareSubPath(_ *corev1.Pod, _ string, _ int, _ string, mnt volumes.Mount, sub string) (string, error) {
@@ -136,23 +150,32 @@ func (f *fakeVolumes) PrepareSubPath(_ *corev1.Pod, _ string, _ int, _ string, m
 }
 func (f *fakeVolumes) TeardownPod(context.Context, types.UID) error { f.torn++; return nil }
 
+// eventRecorder is a fake EventRecorder: "<type> <reason> <message>".
+type eventRecorder struct{ events []string }
+
+func (r *eventRecorder) Eventf(_ k8sruntime.Object, eventtype, reason, messageFmt string, args ...any) {
+	r.events = append(r.events, eventtype+" "+reason+" "+fmt.Sprintf(messageFmt, args...))
+}
+
 type fakeSetup struct {
 	rt     *fakeRuntime
 	net    *fakeNetwork
 	cg     *fakeCgroups
 	vols   *fakeVolumes
 	status *statusRecorder
+	events *eventRecorder
 	s      *Syncer
 	now    time.Time
 }
 
 func newFakeSyncer(t *testing.T) *fakeSetup {
 	t.Helper()
-	f := &fakeSetup{rt: &fakeRuntime{imageErr: map[string]error{}}, net: &fakeNetwork{}, cg: &fakeCgroups{},
-		vols: &fakeVolumes{}, status: &statusRecorder{}, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	f := &fakeSetup{rt: &fakeRuntime{imageErr: map[string]error{}, createErr: map[string]error{}, startErr: map[string]error{}},
+		net: &fakeNetwork{}, cg: &fakeCgroups{}, vols: &fakeVolumes{}, status: &statusRecorder{},
+		events: &eventRecorder{}, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	var err error
 	f.s, err = NewSyncer(SyncerConfig{
-		Runtime: f.rt, Network: f.net, Cgroups: f.cg, Volumes: f.vols, Status: f.status,
+		Runtime: f.rt, Network: f.net, Cgroups: f.cg, Volumes: f.vols, Status: f.status, Recorder: f.events,
 		PodStatus: f.rt.status, PauseImage: "pause:1", LogRoot: t.TempDir(),
 		HostResolvConf: []byte{}, Now: func() time.Time { return f.now },
 	})
@@ -217,7 +240,7 @@ func TestSyncPodOrderAndImagePullBackOff(t *testing.T) {
 		}
 	}
 
-	f.now = f.now.Add(pullBackoffInitial + time.Second)
+	f.now = f.now.Add(runtime.DefaultPullBackoffInitial + time.Second)
 	delete(f.rt.imageErr, "busybox:1.36")
 	f.rt.calls = nil
 	if _, err := f.s.SyncPod(ctx, pod); err != nil {
@@ -291,5 +314,200 @@ func TestCrashLoopBackOff(t *testing.T) {
 	if len(st.ContainerStatuses) != 1 || st.ContainerStatuses[0].State.Waiting == nil ||
 		st.ContainerStatuses[0].State.Waiting.Reason != runtime.ReasonCrashLoopBackOff {
 		t.Errorf("status %+v, want CrashLoopBackOff", st.ContainerStatuses)
+	}
+}
+
+// waitingOf is the waiting reason each container of st shows ("" when not
+// waiting).
+func waitingOf(st corev1.PodStatus) map[string]string {
+	out := map[string]string{}
+	for _, list := range [][]corev1.ContainerStatus{st.InitContainerStatuses, st.ContainerStatuses} {
+		for _, cs := range list {
+			out[cs.Name] = ""
+			if cs.State.Waiting != nil {
+				out[cs.Name] = cs.State.Waiting.Reason
+			}
+		}
+	}
+	return out
+}
+
+// TestStartFailures: the waiting reason of each failed start follows from
+// its step (runtime.StartError), the plan holds back a container whose
+// pull is in back-off, and the events stay upstream's.
+func TestStartFailures(t *testing.T) {
+	pullErr := fmt.Errorf("pull: %w", runtime.ErrImagePull)
+	for _, tc := range []struct {
+		name string
+		// setup prepares the case; it may sync the pod once already.
+		setup       func(t *testing.T, f *fakeSetup, pod *corev1.Pod)
+		wantWaiting map[string]string
+		wantEvents  []string // each in the recorded events
+		wantErr     []string // each in the error's message; none: no error
+		notCalled   []string // no runtime call with this prefix
+		wantResync  time.Duration
+	}{{
+		name:        "failed pull",
+		setup:       func(_ *testing.T, f *fakeSetup, _ *corev1.Pod) { f.rt.imageErr["busybox:1.36"] = pullErr },
+		wantWaiting: map[string]string{"app": runtime.ReasonErrImagePull},
+		wantEvents:  []string{`Warning Failed Failed to pull image "busybox:1.36": pull: runtime: image pull failed`},
+		wantErr:     []string{"pull image for container app of pod default/web"},
+		notCalled:   []string{"CreateContainer"},
+	}, {
+		name: "pull in back-off after a failed one",
+		setup: func(t *testing.T, f *fakeSetup, pod *corev1.Pod) {
+			f.rt.imageErr["busybox:1.36"] = pullErr
+			if _, err := f.s.SyncPod(context.Background(), pod); !errors.Is(err, runtime.ErrImagePull) {
+				t.Fatalf("first sync: %v, want ErrImagePull", err)
+			}
+			f.now = f.now.Add(time.Second)
+		},
+		wantWaiting: map[string]string{"app": runtime.ReasonImagePullBackOff},
+		wantEvents:  []string{`Normal BackOff Back-off pulling image "busybox:1.36"`},
+		wantErr:     []string{`pull image for container app of pod default/web: Back-off pulling image "busybox:1.36"`},
+		notCalled:   []string{"EnsureImage busybox", "CreateContainer"},
+		wantResync:  runtime.DefaultPullBackoffInitial - time.Second,
+	}, {
+		name: "pull back-off over",
+		setup: func(t *testing.T, f *fakeSetup, pod *corev1.Pod) {
+			f.rt.imageErr["busybox:1.36"] = pullErr
+			_, _ = f.s.SyncPod(context.Background(), pod)
+			f.now = f.now.Add(runtime.DefaultPullBackoffInitial)
+			delete(f.rt.imageErr, "busybox:1.36")
+		},
+		// Started; the fake runtime reports no container (default reason).
+		wantWaiting: map[string]string{"app": "ContainerCreating"},
+		wantEvents:  []string{"Normal Started Started container app"},
+	}, {
+		name: "image never pulled",
+		setup: func(_ *testing.T, f *fakeSetup, _ *corev1.Pod) {
+			f.rt.imageErr["busybox:1.36"] = runtime.ErrImageNeverPull
+		},
+		wantWaiting: map[string]string{"app": runtime.ReasonErrImageNeverPull},
+		wantErr:     []string{"pull image for container app of pod default/web"},
+	}, {
+		name: "env refers to objects the node cannot get",
+		setup: func(_ *testing.T, _ *fakeSetup, pod *corev1.Pod) {
+			pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "X", ValueFrom: &corev1.EnvVarSource{
+				ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}, Key: "k"}}}}
+		},
+		wantWaiting: map[string]string{"app": runtime.ReasonCreateContainerConfigError},
+		wantEvents:  []string{"Warning Failed Error: container app refers to ConfigMaps or Secrets"},
+		wantErr:     []string{"configure container app of pod default/web"},
+		notCalled:   []string{"CreateContainer"},
+	}, {
+		name: "hostname too long",
+		setup: func(_ *testing.T, f *fakeSetup, pod *corev1.Pod) {
+			fqdn := true
+			f.s.cfg.ClusterDomain = "cluster.local"
+			pod.Spec.Hostname, pod.Spec.Subdomain, pod.Spec.SetHostnameAsFQDN = strings.Repeat("h", 60), "sub", &fqdn
+		},
+		wantWaiting: map[string]string{"app": runtime.ReasonCreateContainerConfigError},
+		wantErr:     []string{"longer than 64 characters"},
+		notCalled:   []string{"CreateContainer"},
+	}, {
+		name: "the runtime rejects the configuration",
+		setup: func(_ *testing.T, f *fakeSetup, _ *corev1.Pod) {
+			f.rt.createErr["app"] = fmt.Errorf("%w: no user nobody", runtime.ErrContainerConfig)
+		},
+		wantWaiting: map[string]string{"app": runtime.ReasonCreateContainerConfigError},
+		wantEvents:  []string{"Warning Failed Error: container configuration: no user nobody"},
+		wantErr:     []string{"create container app of pod default/web"},
+	}, {
+		name:        "create fails",
+		setup:       func(_ *testing.T, f *fakeSetup, _ *corev1.Pod) { f.rt.createErr["app"] = errors.New("disk full") },
+		wantWaiting: map[string]string{"app": runtime.ReasonCreateContainerError},
+		wantEvents:  []string{"Warning Failed Error: disk full"},
+		wantErr:     []string{"create container app of pod default/web: disk full"},
+	}, {
+		name: "start fails",
+		setup: func(_ *testing.T, f *fakeSetup, _ *corev1.Pod) {
+			f.rt.startErr["id-app"] = errors.New("exec: no such file")
+		},
+		wantWaiting: map[string]string{"app": runtime.ReasonRunContainerError},
+		wantEvents:  []string{"Normal Created Created container app", "Warning Failed Error: exec: no such file"},
+		wantErr:     []string{"start container app of pod default/web"},
+	}, {
+		name: "two containers fail: each its reason",
+		setup: func(_ *testing.T, f *fakeSetup, pod *corev1.Pod) {
+			side := pod.Spec.Containers[0]
+			side.Name = "side"
+			pod.Spec.Containers = append(pod.Spec.Containers, side)
+			f.rt.createErr["app"] = errors.New("disk full")
+			f.rt.startErr["id-side"] = errors.New("exec: no such file")
+		},
+		wantWaiting: map[string]string{"app": runtime.ReasonCreateContainerError, "side": runtime.ReasonRunContainerError},
+		wantErr:     []string{"create container app of pod default/web", "start container side of pod default/web"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSyncer(t)
+			pod := busyboxPod()
+			pod.Spec.InitContainers = nil
+			f.rt.sandboxes = []runtime.SandboxStatus{{ID: "sb1", State: runtime.StateRunning, IP: "10.0.0.5", NetNSPath: "/netns/n1"}}
+			tc.setup(t, f, pod)
+			f.rt.calls, f.events.events = nil, nil
+			res, err := f.s.SyncPod(context.Background(), pod)
+			for _, w := range tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v, want it to contain %q", err, w)
+				}
+			}
+			if len(tc.wantErr) == 0 && err != nil {
+				t.Errorf("error %v, want none", err)
+			}
+			if got := waitingOf(f.status.last()); !reflect.DeepEqual(got, tc.wantWaiting) {
+				t.Errorf("waiting %v, want %v", got, tc.wantWaiting)
+			}
+			all := strings.Join(f.events.events, "\n")
+			for _, w := range tc.wantEvents {
+				if !strings.Contains(all, w) {
+					t.Errorf("events:\n%s\nwant one with %q", all, w)
+				}
+			}
+			for _, c := range f.rt.calls {
+				for _, n := range tc.notCalled {
+					if strings.HasPrefix(c, n) {
+						t.Errorf("unexpected call %q", c)
+					}
+				}
+			}
+			if res.ResyncAfter != tc.wantResync {
+				t.Errorf("ResyncAfter %v, want %v", res.ResyncAfter, tc.wantResync)
+			}
+		})
+	}
+}
+
+// TestSetUpOnlyWhenStarting: a sync that starts nothing sets up no cgroup
+// and writes no pod files, but still sets up (refreshes) the volumes.
+func TestSetUpOnlyWhenStarting(t *testing.T) {
+	f := newFakeSyncer(t)
+	f.s.cfg.PodFilesDir = t.TempDir()
+	pod := busyboxPod()
+	pod.Spec.InitContainers = nil
+	f.rt.sandboxes = []runtime.SandboxStatus{{ID: "sb1", State: runtime.StateRunning, IP: "10.0.0.5", NetNSPath: "/netns/n1"}}
+	ctx := context.Background()
+	if _, err := f.s.SyncPod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if f.cg.ensured != 1 || f.vols.setups != 1 {
+		t.Fatalf("starting sync: cgroup ensured %d times, volumes set up %d times; want 1, 1", f.cg.ensured, f.vols.setups)
+	}
+	hosts := filepath.Join(f.s.cfg.PodFilesDir, string(pod.UID), "hosts")
+	if err := os.Remove(hosts); err != nil {
+		t.Fatalf("pod files not written: %v", err)
+	}
+	f.rt.containers = []runtime.ContainerStatus{{ID: "id-app", Name: "app", Image: "busybox:1.36", SandboxID: "sb1",
+		State: runtime.StateRunning, StartedAt: f.now}}
+	f.rt.calls = nil
+	if _, err := f.s.SyncPod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if f.cg.ensured != 1 || f.vols.setups != 2 || len(f.rt.calls) != 0 {
+		t.Errorf("steady sync: cgroup ensured %d times, volumes set up %d times, calls %v; want 1, 2, none",
+			f.cg.ensured, f.vols.setups, f.rt.calls)
+	}
+	if _, err := os.Stat(hosts); !os.IsNotExist(err) {
+		t.Errorf("steady sync wrote the pod files: %v", err)
 	}
 }

@@ -110,15 +110,16 @@ func (s *Syncer) writePodFiles(pc *podContext) error {
 }
 
 // startContainer pulls the image (per its policy), creates and starts one
-// container; waiting gets the reason of a failure.
-func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.Container, init bool, waiting map[string]corev1.ContainerStateWaiting) error {
+// container. A failure is a *runtime.StartError naming the step that failed
+// (its waiting reason follows from it: runtime.WaitingFor).
+func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.Container, init bool) error {
 	pod := pc.pod
-	wrap := func(op string, err error) error {
-		return fmt.Errorf("%s container %s of pod %s: %w", op, c.Name, podRef(pod), err)
+	fail := func(stage runtime.StartStage, err error) error {
+		return &podError{pod: podRef(pod), err: &runtime.StartError{Container: c.Name, Stage: stage, Err: err}}
 	}
-	img, err := s.ensureImage(ctx, pod, c, waiting)
+	img, err := s.ensureImage(ctx, pod, c)
 	if err != nil {
-		return wrap("pull image for", err)
+		return fail(runtime.StagePull, err)
 	}
 	var attempt uint32
 	if prev := pc.rs.LatestContainer(c.Name); prev != nil {
@@ -126,8 +127,7 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 	}
 	hostname, err := runtime.SandboxHostname(pod, s.cfg.ClusterDomain)
 	if err != nil {
-		setWaiting(waiting, c.Name, "CreateContainerConfigError", err.Error())
-		return wrap("create", err)
+		return fail(runtime.StageConfig, err)
 	}
 	if pod.Spec.HostNetwork {
 		hostname = s.cfg.NodeName
@@ -143,29 +143,25 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 	}
 	envObjs, err := s.envObjects(ctx, pod, c)
 	if err != nil {
-		setWaiting(waiting, c.Name, "CreateContainerConfigError", err.Error())
 		s.containerEvent(pod, c.Name, corev1.EventTypeWarning, eventFailed, "Error: %v", err)
-		return wrap("create", err)
+		return fail(runtime.StageConfig, err)
 	}
 	envCtx := runtime.EnvContext{PodIPs: podIPs, HostIPs: hostIPs, Objects: envObjs}
 	if s.cfg.Services != nil {
 		all, err := s.cfg.Services()
 		if err != nil {
-			setWaiting(waiting, c.Name, "CreateContainerConfigError", err.Error())
-			return wrap("list services for", err)
+			return fail(runtime.StageConfig, fmt.Errorf("list services: %w", err))
 		}
 		envCtx.Services = runtime.ServiceEnv(runtime.PodServices(all, pod))
 	}
 	subPaths, err := s.subPaths(pc, c, envCtx)
 	if err != nil {
-		setWaiting(waiting, c.Name, "CreateContainerConfigError", err.Error())
 		s.containerEvent(pod, c.Name, corev1.EventTypeWarning, eventFailed, "Error: %v", err)
-		return wrap("create", err)
+		return fail(runtime.StageConfig, err)
 	}
 	termLog, err := s.terminationLogFile(pod, c, attempt)
 	if err != nil {
-		setWaiting(waiting, c.Name, "CreateContainerError", err.Error())
-		return wrap("create", err)
+		return fail(runtime.StageCreate, err)
 	}
 	id, err := s.cfg.Runtime.CreateContainer(ctx, pod, c, runtime.ContainerConfig{
 		SandboxID: pc.sandbox.id, Image: img, ImageName: c.Image, Attempt: attempt, Init: init,
@@ -183,28 +179,34 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 		},
 	})
 	if err != nil {
-		reason := "CreateContainerError"
-		if errors.Is(err, runtime.ErrContainerConfig) {
-			reason = "CreateContainerConfigError"
-		}
-		setWaiting(waiting, c.Name, reason, err.Error())
 		s.containerEvent(pod, c.Name, corev1.EventTypeWarning, eventFailed, "Error: %v", err)
-		return wrap("create", err)
+		return fail(runtime.StageCreate, err)
 	}
 	s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventCreated, "Created container %s", c.Name)
 	if err := s.cfg.Runtime.StartContainer(ctx, id); err != nil {
-		setWaiting(waiting, c.Name, "RunContainerError", err.Error())
 		s.containerEvent(pod, c.Name, corev1.EventTypeWarning, eventFailed, "Error: %v", err)
-		return wrap("start", err)
+		return fail(runtime.StageStart, err)
 	}
 	s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventStarted, "Started container %s", c.Name)
 	if err := s.postStart(ctx, hookTarget{pod: pod, c: c, id: id, podIP: s.podIP(pod, pc.rs, pc.sandbox.ip)}); err != nil {
-		return wrap("post-start hook of", err)
+		return fmt.Errorf("post-start hook of container %s of pod %s: %w", c.Name, podRef(pod), err)
 	}
-	delete(waiting, c.Name)
 	s.log.Info("container started", "pod", podRef(pod), "container", c.Name, "id", id, "attempt", attempt)
 	return nil
 }
+
+// podError names the pod of a failed container start: "<stage> container
+// <name> of pod <ns>/<name>: <cause>".
+type podError struct {
+	pod string
+	err *runtime.StartError
+}
+
+func (e *podError) Error() string {
+	return fmt.Sprintf("%s container %s of pod %s: %v", e.err.Stage, e.err.Container, e.pod, e.err.Err)
+}
+
+func (e *podError) Unwrap() error { return e.err }
 
 // subPaths prepares the container's subPath mounts (subPathExpr expanded
 // with the container's environment), by index in its VolumeMounts.
@@ -260,20 +262,10 @@ func (s *Syncer) terminationLogFile(pod *corev1.Pod, c *corev1.Container, attemp
 	return p, nil
 }
 
-// ensureImage resolves the container's image per its pull policy, with a
-// back-off after failed pulls (ErrImagePull, then ImagePullBackOff).
-func (s *Syncer) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container, waiting map[string]corev1.ContainerStateWaiting) (runtime.Image, error) {
-	key := string(pod.UID) + "/" + c.Name
-	now := s.cfg.Now()
-	s.mu.Lock()
-	pf, failed := s.pulls[key]
-	s.mu.Unlock()
-	if failed && pf.image == c.Image && now.Before(pf.until) {
-		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
-		setWaiting(waiting, c.Name, "ImagePullBackOff", msg)
-		s.containerEvent(pod, c.Name, corev1.EventTypeNormal, eventBackOff, "%s", msg)
-		return runtime.Image{}, errors.New(msg)
-	}
+// ensureImage resolves the container's image per its pull policy and
+// records the outcome in the pull back-off (a failure delays the next pull:
+// the plan then holds the container back with ImagePullBackOff).
+func (s *Syncer) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container) (runtime.Image, error) {
 	policy := c.ImagePullPolicy
 	if policy == "" {
 		policy = corev1.PullIfNotPresent
@@ -292,26 +284,12 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Con
 	default:
 		s.containerEvent(pod, c.Name, corev1.EventTypeNormal, EventPulled, "Container image %q already present on machine", c.Image)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err == nil {
-		delete(s.pulls, key)
-		return img, nil
+	if err != nil {
+		s.pullBackoff.Failed(pod.UID, c.Name, c.Image)
+		return runtime.Image{}, err
 	}
-	delay := pullBackoffInitial
-	if failed && pf.image == c.Image {
-		delay = min(2*pf.delay, pullBackoffMax)
-	}
-	s.pulls[key] = pullFailure{image: c.Image, until: now.Add(delay), delay: delay}
-	reason := "ErrImagePull"
-	switch {
-	case errors.Is(err, runtime.ErrImageNeverPull):
-		reason = "ErrImageNeverPull"
-	case errors.Is(err, runtime.ErrInvalidImageName):
-		reason = "InvalidImageName"
-	}
-	setWaiting(waiting, c.Name, reason, err.Error())
-	return runtime.Image{}, err
+	s.pullBackoff.Succeeded(pod.UID, c.Name)
+	return img, nil
 }
 
 // pullSecrets fetches the pod's imagePullSecrets; a missing one is

@@ -62,14 +62,7 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod) error {
 	if s.cfg.PodContentRemovable == nil || s.cfg.PodContentRemovable(pod.UID) {
 		add("remove logs", os.RemoveAll(s.podLogDir(pod)))
 	}
-	s.mu.Lock()
-	for _, c := range pod.Spec.InitContainers {
-		delete(s.pulls, string(pod.UID)+"/"+c.Name)
-	}
-	for _, c := range pod.Spec.Containers {
-		delete(s.pulls, string(pod.UID)+"/"+c.Name)
-	}
-	s.mu.Unlock()
+	s.pullBackoff.Forget(pod.UID)
 	if s.cfg.Backoff != nil {
 		s.cfg.Backoff.Forget(pod.UID)
 	}

@@ -81,6 +81,13 @@ type PodActions struct {
 	RetryAfter time.Duration
 }
 
+// StartsAnything reports whether the plan creates a sandbox or starts a
+// container (init or app): only then does the executor prepare what a new
+// container needs (the pod's cgroup, its hosts and resolv.conf).
+func (a *PodActions) StartsAnything() bool {
+	return a.CreateSandbox || a.NextInitContainerToStart != nil || len(a.ContainersToStart) > 0
+}
+
 // ContainerHash identifies the parts of a container spec that, when they
 // change, make the running container obsolete. As upstream since 1.31,
 // those are the name and the image (the rest of a pod's containers is

@@ -393,3 +393,39 @@ func TestCrashLoopThroughPlan(t *testing.T) {
 		}
 	}
 }
+
+func TestStartsAnything(t *testing.T) {
+	init0 := &corev1.Container{Name: "init0"}
+	for _, tc := range []struct {
+		name string
+		a    PodActions
+		want bool
+	}{
+		{"empty plan", PodActions{ContainersToStart: []int{}}, false},
+		{"kill only", PodActions{KillPod: true, ContainersToKill: map[string]KillInfo{"id-a": {Name: "a"}}}, false},
+		{"held back", PodActions{Waiting: map[string]corev1.ContainerStateWaiting{"a": {Reason: ReasonCrashLoopBackOff}}, RetryAfter: time.Second}, false},
+		{"new sandbox", PodActions{KillPod: true, CreateSandbox: true}, true},
+		{"init container", PodActions{NextInitContainerToStart: init0, InitContainersToStart: []int{0}}, true},
+		{"app container", PodActions{ContainersToStart: []int{1}}, true},
+	} {
+		if got := tc.a.StartsAnything(); got != tc.want {
+			t.Errorf("%s: StartsAnything = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
+	// Through the plan: a running pod starts nothing; one whose only
+	// container to start is in pull back-off neither.
+	pod := planPod(corev1.RestartPolicyAlways, 0)
+	st := status(sb(goodSandbox()), running("a", "img-a:1"), running("b", "img-b:1"))
+	if a := ComputePodActions(pod, PlanInputs{Status: st, Now: t0}); a.StartsAnything() {
+		t.Errorf("running pod: %+v starts something", a)
+	}
+	st = status(sb(goodSandbox()), running("a", "img-a:1"))
+	pullWait := func(_ types.UID, name, _ string) (time.Duration, bool) { return time.Second, name == "b" }
+	if a := ComputePodActions(pod, PlanInputs{Status: st, Now: t0, PullBackoff: pullWait}); a.StartsAnything() {
+		t.Errorf("pull back-off: %+v starts something", a)
+	}
+	if a := ComputePodActions(pod, PlanInputs{Status: st, Now: t0}); !a.StartsAnything() {
+		t.Errorf("container to start: %+v starts nothing", a)
+	}
+}
