@@ -77,6 +77,12 @@ type Probes interface {
 // (*status.Manager).
 type StatusSink interface {
 	SetPodStatus(pod *corev1.Pod, st corev1.PodStatus)
+	// GetPodStatus returns the desired status recorded for the pod.
+	GetPodStatus(uid types.UID) (corev1.PodStatus, bool)
+	// TerminatePod records that the pod's containers are stopped for good
+	// (a finished pod's terminal phase is written, a deleted pod's
+	// deletion may be confirmed).
+	TerminatePod(pod *corev1.Pod)
 }
 
 // PodStatusFunc returns the runtime's current view of one pod; a pod the
@@ -108,6 +114,9 @@ type SyncerConfig struct {
 	// envFrom) and the pods' imagePullSecrets; the Syncer fetches them
 	// before building a container's spec or pulling its image.
 	Objects ObjectSource
+	// Evicted, optional, gives the final status of the pods the eviction
+	// manager evicted; SyncTerminatingPod sets it once they are stopped.
+	Evicted EvictedStatus
 	// Backoff delays crashing containers' restarts; nil never delays.
 	Backoff    *runtime.Backoff
 	PauseImage string

@@ -28,6 +28,7 @@ type fakeRuntime struct {
 	runErr     error
 	imageErr   map[string]error
 	createErr  map[string]error // by container name
+	stopErr    error
 	startErr   map[string]error // by container ID
 	sandboxes  []runtime.SandboxStatus
 	containers []runtime.ContainerStatus
@@ -97,7 +98,7 @@ func (f *fakeRuntime) StartContainer(_ context.Context, id string) error {
 
 func (f *fakeRuntime) StopContainer(_ context.Context, id string, grace time.Duration) error {
 	f.calls = append(f.calls, fmt.Sprintf("StopContainer %s %v", id, grace))
-	return nil
+	return f.stopErr
 }
 
 func (f *fakeRuntime) RemoveContainer(_ context.Context, id string) error {
@@ -270,6 +271,9 @@ func TestTerminateAndCleanup(t *testing.T) {
 	}
 	if len(f.net.teardowns) != 1 || f.net.teardowns[0] != "n1" {
 		t.Errorf("teardowns %v, want [n1]", f.net.teardowns)
+	}
+	if got := f.status.terminations(); len(got) != 1 || got[0] != pod.UID {
+		t.Errorf("TerminatePod calls %v, want one for %s", got, pod.UID)
 	}
 	f.rt.calls = nil
 	if err := f.s.SyncTerminatedPod(ctx, pod); err != nil {
@@ -509,5 +513,73 @@ func TestSetUpOnlyWhenStarting(t *testing.T) {
 	}
 	if _, err := os.Stat(hosts); !os.IsNotExist(err) {
 		t.Errorf("steady sync wrote the pod files: %v", err)
+	}
+}
+
+// fakeEvictions is a fake EvictedStatus: the pods in it are evicted.
+type fakeEvictions struct {
+	evicted map[types.UID]bool
+	current []corev1.PodStatus // the current statuses it was given
+}
+
+func (e *fakeEvictions) FinalStatus(pod *corev1.Pod, current corev1.PodStatus) (corev1.PodStatus, bool) {
+	e.current = append(e.current, current)
+	if !e.evicted[pod.UID] {
+		return corev1.PodStatus{}, false
+	}
+	st := *current.DeepCopy()
+	st.Phase, st.Reason, st.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
+	return st, true
+}
+
+// TestTerminatingPodFinalStatus: once its containers are stopped, an
+// evicted pod's final status (made from the desired one) replaces the
+// computed one, then the pod is reported terminated; a pod not evicted
+// keeps the computed status; a failed stop reports no termination.
+func TestTerminatingPodFinalStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		evicted        bool
+		stopErr        error
+		wantReason     string
+		wantTerminated int
+	}{
+		{name: "evicted", evicted: true, wantReason: "Evicted", wantTerminated: 1},
+		{name: "not evicted", wantTerminated: 1},
+		{name: "stop fails", evicted: true, stopErr: errors.New("stuck"), wantTerminated: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSyncer(t)
+			pod := busyboxPod()
+			ev := &fakeEvictions{evicted: map[types.UID]bool{pod.UID: tc.evicted}}
+			f.s.cfg.Evicted = ev
+			f.rt.stopErr = tc.stopErr
+			f.rt.sandboxes = []runtime.SandboxStatus{{ID: "sb1", State: runtime.StateRunning, IP: "10.0.0.5", NetNSPath: "/netns/n1"}}
+			f.rt.containers = []runtime.ContainerStatus{{ID: "c1", Name: "app", SandboxID: "sb1", State: runtime.StateRunning}}
+			err := f.s.SyncTerminatingPod(context.Background(), pod, 3)
+			if (err != nil) != (tc.stopErr != nil) || (err != nil && !errors.Is(err, tc.stopErr)) {
+				t.Fatalf("SyncTerminatingPod: %v, want %v", err, tc.stopErr)
+			}
+			if got := len(f.status.terminations()); got != tc.wantTerminated {
+				t.Errorf("TerminatePod called %d times, want %d", got, tc.wantTerminated)
+			}
+			if tc.stopErr != nil {
+				if len(ev.current) != 0 {
+					t.Errorf("final status asked after a failed stop")
+				}
+				return
+			}
+			// The final status is made from the computed (desired) one.
+			if len(ev.current) != 1 || len(ev.current[0].ContainerStatuses) != 1 {
+				t.Fatalf("FinalStatus given %+v, want the computed status", ev.current)
+			}
+			st := f.status.last()
+			if st.Reason != tc.wantReason {
+				t.Errorf("final status reason %q, want %q", st.Reason, tc.wantReason)
+			}
+			if tc.evicted && (st.Phase != corev1.PodFailed || !reflect.DeepEqual(st.ContainerStatuses, ev.current[0].ContainerStatuses)) {
+				t.Errorf("evicted pod's final status %+v, want Failed with the computed containers", st)
+			}
+		})
 	}
 }

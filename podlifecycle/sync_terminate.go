@@ -10,8 +10,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
+// EvictedStatus gives the final status of an evicted pod (Failed/Evicted,
+// whatever its containers reported), made from current, its desired status;
+// ok is false for a pod not evicted.
+type EvictedStatus interface {
+	FinalStatus(pod *corev1.Pod, current corev1.PodStatus) (st corev1.PodStatus, ok bool)
+}
+
 // SyncTerminatingPod stops every container with the grace period (SIGTERM,
 // then SIGKILL), then the sandboxes, and reports the terminated status.
+// Once every container is stopped, an evicted pod gets its final status
+// (cfg.Evicted) and the status sink learns the pod is terminated
+// (TerminatePod), so that a finished pod's terminal phase is written and a
+// deleted pod's deletion confirmed at once.
 func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, grace int64) error {
 	grace = max(grace, 0)
 	rs, err := s.podStatus(ctx, pod)
@@ -25,7 +36,20 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, grace 
 	if _, err := s.reportStatus(ctx, pod, nil, killErr == nil); err != nil {
 		return errors.Join(killErr, err)
 	}
-	return killErr
+	if killErr != nil {
+		return killErr
+	}
+	if s.cfg.Evicted != nil {
+		current, ok := s.cfg.Status.GetPodStatus(pod.UID)
+		if !ok {
+			current = pod.Status
+		}
+		if st, ok := s.cfg.Evicted.FinalStatus(pod, current); ok {
+			s.cfg.Status.SetPodStatus(pod, st)
+		}
+	}
+	s.cfg.Status.TerminatePod(pod)
+	return nil
 }
 
 // SyncTerminatedPod releases what the stopped pod holds: networks,

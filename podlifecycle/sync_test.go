@@ -41,16 +41,42 @@ func inNodeNetns(t *testing.T, body func(t *testing.T, base string)) {
 	testkit.InNodeNetns(t, body)
 }
 
-// statusRecorder is a fake StatusSink.
+// statusRecorder is a fake StatusSink: it records the statuses set and
+// the pods terminated.
 type statusRecorder struct {
-	mu   sync.Mutex
-	list []corev1.PodStatus
+	mu         sync.Mutex
+	list       []corev1.PodStatus
+	byUID      map[types.UID]corev1.PodStatus
+	terminated []types.UID
 }
 
-func (r *statusRecorder) SetPodStatus(_ *corev1.Pod, st corev1.PodStatus) {
+func (r *statusRecorder) SetPodStatus(pod *corev1.Pod, st corev1.PodStatus) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.list = append(r.list, st)
+	if r.byUID == nil {
+		r.byUID = map[types.UID]corev1.PodStatus{}
+	}
+	r.byUID[pod.UID] = st
+}
+
+func (r *statusRecorder) GetPodStatus(uid types.UID) (corev1.PodStatus, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st, ok := r.byUID[uid]
+	return st, ok
+}
+
+func (r *statusRecorder) TerminatePod(pod *corev1.Pod) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.terminated = append(r.terminated, pod.UID)
+}
+
+func (r *statusRecorder) terminations() []types.UID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]types.UID(nil), r.terminated...)
 }
 
 func (r *statusRecorder) last() corev1.PodStatus {
@@ -253,6 +279,9 @@ func TestSyncPodLifecycle(t *testing.T) {
 		st = n.status.last()
 		if len(st.ContainerStatuses) != 1 || st.ContainerStatuses[0].State.Terminated == nil {
 			t.Errorf("after termination: container statuses %+v", st.ContainerStatuses)
+		}
+		if got := n.status.terminations(); len(got) != 1 || got[0] != pod.UID {
+			t.Errorf("after termination: TerminatePod calls %v, want one for %s", got, pod.UID)
 		}
 		for range 2 { // idempotent
 			if err := n.syncer.SyncTerminatedPod(ctx, pod); err != nil {
