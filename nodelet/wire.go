@@ -134,7 +134,7 @@ func (a *Agent) wireWorkers(w *wired, recorder podlifecycle.EventRecorder) error
 	services := w.svcFactory.Core().V1().Services().Lister()
 	board := w.board
 	syncer, err := podlifecycle.NewSyncer(podlifecycle.SyncerConfig{Runtime: w.rt, Network: w.net, Cgroups: w.cg, CgroupDriver: w.driver,
-		Volumes: w.vols, Status: w.status, PodStatus: w.rt.PodStatus,
+		Volumes: w.vols, Status: w.status, Evicted: w.evictions, PodStatus: w.rt.PodStatus,
 		Backoff:  runtime.NewBackoff(10*time.Second, 5*time.Minute, time.Now),
 		Recorder: pullTimingRecorder{recorder, a.metrics.PodStart()}, Probes: w.probes,
 		Services:   func() ([]*corev1.Service, error) { return services.List(labels.Everything()) },
@@ -147,7 +147,7 @@ func (a *Agent) wireWorkers(w *wired, recorder podlifecycle.EventRecorder) error
 	if err != nil {
 		return err
 	}
-	w.workers = podworkers.New(podworkers.Config{Syncer: terminatingSyncer{Syncer: syncer, status: w.status, evicted: w.evictions},
+	w.workers = podworkers.New(podworkers.Config{Syncer: syncer,
 		Board: w.board, Log: a.log.With("component", "podworkers")})
 	return nil
 }
@@ -233,32 +233,4 @@ func apiServerURL(cfg *rest.Config) string {
 		return ""
 	}
 	return cfg.Host
-}
-
-// terminatingSyncer tells the status manager when a pod's containers are
-// stopped for good, so that a finished pod's terminal phase is written and
-// a deleted pod's deletion confirmed at once.
-type terminatingSyncer struct {
-	*podlifecycle.Syncer
-	status *status.Manager
-	// evicted, when set, gives the final status of a pod the eviction
-	// manager evicted (Failed/Evicted, whatever its containers reported).
-	evicted *podlifecycle.Evictions
-}
-
-func (s terminatingSyncer) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, grace int64) error {
-	if err := s.Syncer.SyncTerminatingPod(ctx, pod, grace); err != nil {
-		return err
-	}
-	if s.evicted != nil {
-		current, ok := s.status.GetPodStatus(pod.UID)
-		if !ok {
-			current = pod.Status
-		}
-		if st, ok := s.evicted.FinalStatus(pod, current); ok {
-			s.status.SetPodStatus(pod, st)
-		}
-	}
-	s.status.TerminatePod(pod)
-	return nil
 }

@@ -1,6 +1,19 @@
-// Package nodelet ties the node's components together. sync*.go hold the
-// pod Syncer the pod workers call: plan (runtime.ComputePodActions) then
-// act (network, cgroups, volumes, containerd), then report the status.
+// Package podlifecycle is the life of a pod on the node, between the pod
+// workers (podworkers, whose contract it implements) and the node's parts.
+//
+//   - The Syncer (sync*.go) makes a pod run as its spec says: it plans
+//     (runtime.ComputePodActions, pure: what to kill and start, back-offs,
+//     waiting reasons) then acts (network, cgroups, volumes, the runtime),
+//     then reports the status to the status manager. SyncTerminatingPod
+//     stops the pod within its grace period (preStop hooks first) and
+//     marks its status terminal, with the eviction's status for an
+//     evicted pod; SyncTerminatedPod releases what it still holds.
+//   - The Admitter decides once whether a pod new to the node may run.
+//   - Evictions and the Evictor carry out the eviction manager's choices.
+//   - Orphans finds what the node holds of pods the API no longer has.
+//
+// It reads the workers' state only from a podworkers.Lifecycle snapshot
+// and never calls back into the component that calls it.
 package podlifecycle
 
 import (
