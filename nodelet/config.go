@@ -40,6 +40,9 @@ type Config struct {
 	ContainerdNamespace string // containerd.DefaultNamespace ("nodelet") when empty
 	// RuncRoot and StateDir: see containerd.Config (tests keep them private).
 	RuncRoot, StateDir string
+	// RuntimeBinary is the OCI runtime the shim runs (runc when empty;
+	// --runtime-binary, e.g. crun): see containerd.Config.
+	RuntimeBinary string
 	// LogRoot holds the pods' CRI logs (runtime.DefaultLogRoot when empty).
 	LogRoot string
 	// LoggerCommand starts the node's container logger (the nodelet

@@ -19,6 +19,12 @@ import (
 	"github.com/nodelet/nodelet/cgroups"
 )
 
+// OCIVersion is the ociVersion of the specs the nodelet writes: the
+// runtime-spec version the node's OCI runtimes implement, not the Go
+// module's (1.3.0), which runc 1.1 ignores but crun 1.8 refuses ("unknown
+// version specified"). Nothing in the specs uses a field added after 1.1.
+const OCIVersion = "1.1.0"
+
 // ErrNoCommand is returned when neither the pod spec nor the image says what
 // to run.
 var ErrNoCommand = errors.New("runtime: no command specified")

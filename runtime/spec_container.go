@@ -82,7 +82,7 @@ func ContainerSpec(cfg ContainerSpecConfig) (*specs.Spec, error) {
 	privileged := isPrivileged(c)
 	oom := clampOOMScoreAdj(ContainerOOMScoreAdj(pod, c, cfg.MemoryCapacity), cfg.OOMScoreAdjFloor)
 	s := &specs.Spec{
-		Version: specs.Version,
+		Version: OCIVersion,
 		Root:    &specs.Root{Path: rootfsPath(cfg.RootfsPath), Readonly: readOnlyRootfs(c)},
 		Process: &specs.Process{
 			Terminal:        c.TTY,

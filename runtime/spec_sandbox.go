@@ -52,7 +52,7 @@ func SandboxSpec(cfg SandboxSpecConfig) (*specs.Spec, error) {
 	}
 	oom := clampOOMScoreAdj(SandboxOOMScoreAdj, cfg.OOMScoreAdjFloor)
 	s := &specs.Spec{
-		Version: specs.Version,
+		Version: OCIVersion,
 		Root:    &specs.Root{Path: rootfsPath(cfg.RootfsPath), Readonly: true},
 		Process: &specs.Process{
 			Args:            args,

@@ -64,6 +64,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&cfg.RootDir, "root-dir", nodelet.DefaultRootDir, "nodelet state directory")
 	fs.StringVar(&cfg.ContainerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd socket (a path or unix://PATH)")
 	fs.StringVar(&cfg.ContainerdNamespace, "containerd-namespace", containerd.DefaultNamespace, "containerd namespace of the pods")
+	fs.StringVar(&cfg.RuntimeBinary, "runtime-binary", "", "OCI runtime the containerd shim runs, by name on containerd's PATH or by path (runc when empty; crun works too)")
 	fs.StringVar(&o.cniBinDirs, "cni-bin-dir", strings.Join(network.DefaultBinDirs, ":"), "colon-separated CNI plugin directories")
 	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", network.DefaultConfDir, "CNI configuration directory")
 	fs.StringVar(&cfg.BridgeName, "bridge-name", "", "Linux bridge of the generated CNI config (default "+network.DefaultBridgeName+")")

@@ -53,6 +53,10 @@ type Config struct {
 	// RuncRoot is runc's state directory (the shim's default,
 	// /run/containerd/runc, when empty); tests keep it in their own tree.
 	RuncRoot string
+	// RuntimeBinary is the OCI runtime the runc shim runs: runc (its
+	// default, when empty) or a compatible one such as crun, by name on
+	// containerd's PATH or by path (--runtime-binary).
+	RuntimeBinary string
 	// SystemdCgroup makes runc manage the containers' cgroups through
 	// systemd (runc's --systemd-cgroup; cgroupsPath is then
 	// "slice:prefix:name", see cgroups.ContainerCgroupsPath). It must be
@@ -149,10 +153,10 @@ func (c *Runtime) nsCtx(ctx context.Context) context.Context {
 // runtimeOptions are the runc shim's options (nil: its defaults, which
 // are runc's state in /run/containerd/runc and the cgroupfs driver).
 func (c *Runtime) runtimeOptions() any {
-	if c.cfg.RuncRoot == "" && !c.cfg.SystemdCgroup {
+	if c.cfg.RuncRoot == "" && !c.cfg.SystemdCgroup && c.cfg.RuntimeBinary == "" {
 		return nil
 	}
-	return &runcoptions.Options{Root: c.cfg.RuncRoot, SystemdCgroup: c.cfg.SystemdCgroup}
+	return &runcoptions.Options{Root: c.cfg.RuncRoot, SystemdCgroup: c.cfg.SystemdCgroup, BinaryName: c.cfg.RuntimeBinary}
 }
 
 // podLabels are the labels shared by a pod's sandboxes and containers.

@@ -121,6 +121,11 @@ func startRealNode(t testing.TB, cp *controlPlane, name string, extraArgs ...str
 		t.Fatal(err)
 	}
 	n.args = append(n.args, "--cluster-dns", "10.96.0.10", "--resolv-conf", resolv)
+	// Benchmarks compare OCI runtimes: NODELET_BENCH_RUNTIME_BINARY=crun
+	// makes the shim run crun instead of runc.
+	if bin := os.Getenv(benchRuntimeBinaryEnv); bin != "" {
+		n.args = append(n.args, "--runtime-binary", bin)
+	}
 	n.args = append(n.args, extraArgs...)
 	n.start()
 	t.Cleanup(n.stop)
@@ -147,6 +152,10 @@ func nodeSubnet(t testing.TB) string {
 // makeNetns creates the node's namespace with a veth pair: the node's end
 // (nv0, the node's address) inside, the other (hostLink, .254) on the
 // host, so the API server can dial the nodelet.
+// benchRuntimeBinaryEnv names the OCI runtime the benchmarks' nodes run
+// (runc when unset).
+const benchRuntimeBinaryEnv = "NODELET_BENCH_RUNTIME_BINARY"
+
 func (n *realNode) makeNetns(t testing.TB, hostLink string) {
 	t.Helper()
 	ns := n.netns
