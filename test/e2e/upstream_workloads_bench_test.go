@@ -34,6 +34,16 @@ func BenchmarkUpstreamStatefulSet(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
+// BenchmarkUpstreamDeployment is BenchmarkWorkloadsDeployment against
+// upstream.
+func BenchmarkUpstreamDeployment(b *testing.B) {
+	c := upstreamWorkloadCluster(b, "upstream-deploy-bench")
+	for i := 0; i < b.N; i++ {
+		benchDeployment(b, c, i)
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
 // BenchmarkUpstreamDaemonSetRollout is BenchmarkWorkloadsDaemonSetRollout
 // against upstream with three nodes: three kubelets, each with its own
 // containerd in a network namespace of its own, on one control plane. The
