@@ -99,6 +99,26 @@ func isTmpfs(dir string) (bool, error) {
 	if err != nil || !ok {
 		return false, err
 	}
+	// Two system calls rather than a read of the mount table, which grows
+	// with the pods (a tmpfs per projected volume, an overlay and a netns
+	// per sandbox): every sync of every pod asks, so that read made pod
+	// start-up O(pods). statx tells whether real is a mount's root, statfs
+	// the file system on top of it.
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, real, unix.AT_SYMLINK_NOFOLLOW, 0, &stx); err != nil {
+		return false, fmt.Errorf("statx %s: %w", real, err)
+	}
+	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		if stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+			return false, nil
+		}
+		var st unix.Statfs_t
+		if err := unix.Statfs(real, &st); err != nil {
+			return false, fmt.Errorf("statfs %s: %w", real, err)
+		}
+		return st.Type == unix.TMPFS_MAGIC, nil
+	}
+	// Kernels before 5.8 do not report mount roots: the mount table.
 	mounts, err := readMounts()
 	if err != nil {
 		return false, err
