@@ -41,3 +41,14 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestProfiling: upstream's profiling handler answers under /debug/pprof.
+func TestProfiling(t *testing.T) {
+	n := newTestNode(t, nil)
+	for path, want := range map[string]string{"/debug/pprof/": "goroutine", "/debug/pprof/cmdline": "", "/debug/pprof/goroutine?debug=1": "goroutine profile"} {
+		code, body := n.do(t, "GET", path)
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("GET %s: %d, want 200 with %q (%.200s)", path, code, want, body)
+		}
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -137,6 +138,13 @@ func (s *Server) routes() {
 	s.handle("GET /metrics/resource", s.serveResourceMetrics)
 	s.handle("GET /metrics", serveMetrics(s.cfg.Metrics))
 	s.handle("GET /metrics/probes", serveMetrics(s.cfg.ProbeMetrics))
+	// Upstream kubelet's profiling handler (enableProfilingHandler, on by
+	// default), authorized as nodes/proxy like every other path.
+	s.handle("GET /debug/pprof/", pprof.Index)
+	s.handle("GET /debug/pprof/cmdline", pprof.Cmdline)
+	s.handle("GET /debug/pprof/profile", pprof.Profile)
+	s.handle("GET /debug/pprof/symbol", pprof.Symbol)
+	s.handle("GET /debug/pprof/trace", pprof.Trace)
 }
 
 // handle registers h behind authentication and authorization.

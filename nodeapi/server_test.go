@@ -496,6 +496,7 @@ func TestReviewerDecides(t *testing.T) {
 		{"user", "GET", "/pods", nil, 0, []string{"jane get pods"}},
 		{"user", "POST", "/run/default/web/app?cmd=ls", nil, 0, []string{"jane create proxy"}},
 		{"user", "GET", "/containerLogs/default/web/app", nil, http.StatusForbidden, []string{"jane get proxy"}},
+		{"user", "GET", "/debug/pprof/cmdline", nil, http.StatusForbidden, []string{"jane get proxy"}},
 	} {
 		rv.mu.Lock()
 		rv.asked = nil

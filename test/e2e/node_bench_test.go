@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/test/testkit"
 )
 
@@ -54,6 +55,7 @@ func BenchmarkPodStartup(b *testing.B) {
 		b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
 		b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
 
+		profiled := profileNodelet(b, cp, node.name)
 		start := time.Now()
 		var wg sync.WaitGroup
 		names := make(chan string)
@@ -76,6 +78,7 @@ func BenchmarkPodStartup(b *testing.B) {
 			}
 		}
 		b.ReportMetric(last.Sub(start).Seconds(), "burst100-s")
+		profiled()
 		time.Sleep(5 * time.Second) // steady state with 100 pods
 		b.ReportMetric(rssMB(b, node.cmd.Process.Pid), "rss100-MB")
 		deleteBenchPods(b, cs, node)
@@ -83,6 +86,39 @@ func BenchmarkPodStartup(b *testing.B) {
 	b.ReportMetric(idleRSS, "rss-idle-MB")
 	b.ReportMetric((cpuSeconds(b, node.cmd.Process.Pid)-cpuBefore)/float64(b.N), "nodelet-cpu-s")
 	b.ReportMetric(0, "ns/op") // the scenario's wall time says nothing
+}
+
+// cpuProfileEnv, when set, names a file for the nodelet's CPU profile of
+// the burst's first 15 s, fetched through the API server's node proxy
+// from the nodelet's /debug/pprof/profile.
+const cpuProfileEnv = "NODELET_BENCH_CPUPROFILE"
+
+// profileNodelet starts the profile when cpuProfileEnv is set and returns
+// a wait for it.
+func profileNodelet(b testing.TB, cp *controlPlane, node string) (wait func()) {
+	path := os.Getenv(cpuProfileEnv)
+	if path == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		out, err := kubectlRaw(cp, "/api/v1/nodes/"+node+"/proxy/debug/pprof/profile?seconds=15")
+		if err == nil {
+			err = os.WriteFile(path, out, 0o644)
+		}
+		if err != nil {
+			b.Errorf("nodelet CPU profile: %v", err)
+		}
+	}()
+	return func() { <-done }
+}
+
+// kubectlRaw GETs path from the API server as the admin, bytes as sent.
+func kubectlRaw(cp *controlPlane, path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return hosttools.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "get", "--raw", path).Output()
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
