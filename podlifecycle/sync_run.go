@@ -132,27 +132,9 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 	if pod.Spec.HostNetwork {
 		hostname = s.cfg.NodeName
 	}
-	var podIPs, hostIPs []string
-	if s.cfg.NodeIP != "" {
-		hostIPs = []string{s.cfg.NodeIP}
-	}
-	if pc.sandbox.ip != "" {
-		podIPs = []string{pc.sandbox.ip}
-	} else if pod.Spec.HostNetwork {
-		podIPs = hostIPs
-	}
-	envObjs, err := s.envObjects(ctx, pod, c)
+	envCtx, err := s.envContext(ctx, pc, c)
 	if err != nil {
-		s.containerEvent(pod, c.Name, corev1.EventTypeWarning, eventFailed, "Error: %v", err)
 		return fail(runtime.StageConfig, err)
-	}
-	envCtx := runtime.EnvContext{PodIPs: podIPs, HostIPs: hostIPs, Objects: envObjs}
-	if s.cfg.Services != nil {
-		all, err := s.cfg.Services()
-		if err != nil {
-			return fail(runtime.StageConfig, fmt.Errorf("list services: %w", err))
-		}
-		envCtx.Services = runtime.ServiceEnv(runtime.PodServices(all, pod))
 	}
 	subPaths, err := s.subPaths(pc, c, envCtx)
 	if err != nil {
@@ -207,6 +189,36 @@ func (e *podError) Error() string {
 }
 
 func (e *podError) Unwrap() error { return e.err }
+
+// envContext is what the container's environment is made from: the pod's
+// and the node's IPs, the ConfigMaps and Secrets it names (a failure to
+// read them is a Failed event) and the Services of its namespace.
+func (s *Syncer) envContext(ctx context.Context, pc *podContext, c *corev1.Container) (runtime.EnvContext, error) {
+	pod := pc.pod
+	var podIPs, hostIPs []string
+	if s.cfg.NodeIP != "" {
+		hostIPs = []string{s.cfg.NodeIP}
+	}
+	if pc.sandbox.ip != "" {
+		podIPs = []string{pc.sandbox.ip}
+	} else if pod.Spec.HostNetwork {
+		podIPs = hostIPs
+	}
+	envObjs, err := s.envObjects(ctx, pod, c)
+	if err != nil {
+		s.containerEvent(pod, c.Name, corev1.EventTypeWarning, eventFailed, "Error: %v", err)
+		return runtime.EnvContext{}, err
+	}
+	envCtx := runtime.EnvContext{PodIPs: podIPs, HostIPs: hostIPs, Objects: envObjs}
+	if s.cfg.Services != nil {
+		all, err := s.cfg.Services()
+		if err != nil {
+			return runtime.EnvContext{}, fmt.Errorf("list services: %w", err)
+		}
+		envCtx.Services = runtime.ServiceEnv(runtime.PodServices(all, pod))
+	}
+	return envCtx, nil
+}
 
 // subPaths prepares the container's subPath mounts (subPathExpr expanded
 // with the container's environment), by index in its VolumeMounts.
