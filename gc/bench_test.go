@@ -37,7 +37,7 @@ func BenchmarkGCIdle(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { rt.Close() })
-	importTestImages(b, rt, dir)
+	runtimetest.ImportTestImages(b, rt, dir, true)
 	makeIdlePods(b, addr, 30)
 	if pods, err := rt.PodStatuses(ctx); err != nil || len(pods) != 30 || len(pods[0].Containers) != 2 || len(pods[0].Sandboxes) != 1 {
 		b.Fatalf("the runtime sees %d pods (%v), want 30 with a sandbox and 2 containers each", len(pods), err)

@@ -83,7 +83,7 @@ func TestImageGCContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
-	importTestImages(t, rt, dir)
+	runtimetest.ImportTestImages(t, rt, dir, true)
 	runtimetest.ContainerRecords(t, addr, containerd.DefaultNamespace)("uses-busybox", images.BusyboxRef, nil)
 	before, err := rt.ListImages(ctx)
 	if err != nil || len(before) != 3 {
@@ -129,31 +129,6 @@ func TestImageGCContainerd(t *testing.T) {
 	}
 	if u, err := StatfsUsage(root); err != nil || u.Capacity <= 0 || u.Available > u.Capacity {
 		t.Errorf("statfs %s: %+v (%v)", root, u, err)
-	}
-}
-
-func importTestImages(t testing.TB, rt *containerd.Runtime, dir string) {
-	t.Helper()
-	pauseBin, err := images.BuildPause(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pauseTar, _, err := images.Pause(dir, pauseBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	busyboxTar, _, err := images.Busybox(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nginxTar, _, err := images.Nginx(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tar := range []string{pauseTar, busyboxTar, nginxTar} {
-		if _, err := rt.ImportArchive(context.Background(), tar); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 

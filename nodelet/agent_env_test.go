@@ -20,7 +20,6 @@ import (
 
 	"github.com/nodelet/nodelet/cgroups"
 	"github.com/nodelet/nodelet/controlplane/controlplanetest"
-	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/containerd"
 	"github.com/nodelet/nodelet/runtime/runtimetest"
@@ -30,17 +29,6 @@ import (
 
 // podCIDR is the node's pod range in the agent tests.
 const podCIDR = "10.77.0.0/24"
-
-// inNodeNetns runs body in a child process in a fresh network namespace
-// (the "node"; testkit.InNodeNetns): containerd, the bridge, the CNI
-// plugins and the pods' namespaces live there and vanish with it.
-func inNodeNetns(t *testing.T, body func(t *testing.T, base string)) {
-	testkit.RequireRoot(t, "containerd, netns, cgroups")
-	if err := hosttools.Check("containerd", "runc", "busybox", "iptables", "/usr/lib/cni/bridge", "/usr/lib/cni/host-local"); err != nil {
-		t.Fatal(err)
-	}
-	testkit.InNodeNetns(t, body)
-}
 
 // agentEnv is a node netns with containerd, an API server and a running
 // Agent.

@@ -14,10 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 func TestAgentPodLifecycle(t *testing.T) {
-	inNodeNetns(t, func(t *testing.T, base string) {
+	testkit.InPodNode(t, func(t *testing.T, base string) {
 		env := startAgent(t, base)
 		created, err := env.client.CoreV1().Pods("default").Create(t.Context(), agentPod("bb"), metav1.CreateOptions{})
 		if err != nil {
@@ -45,7 +46,7 @@ func TestAgentPodLifecycle(t *testing.T) {
 // TestAgentRestart: a stopped nodelet leaves its pods running; started
 // again, it restarts none of them and removes the pod deleted meanwhile.
 func TestAgentRestart(t *testing.T) {
-	inNodeNetns(t, func(t *testing.T, base string) {
+	testkit.InPodNode(t, func(t *testing.T, base string) {
 		env := startAgent(t, base)
 		pods := env.client.CoreV1().Pods("default")
 		var keep, gone *corev1.Pod
@@ -94,7 +95,7 @@ func TestAgentRestart(t *testing.T) {
 // Env from ConfigMaps and Secrets (keys and envFrom) reaches the process;
 // a pod naming a missing ConfigMap waits with a reason and does not run.
 func TestAgentEnvFromConfigMapsAndSecrets(t *testing.T) {
-	inNodeNetns(t, func(t *testing.T, base string) {
+	testkit.InPodNode(t, func(t *testing.T, base string) {
 		env := startAgent(t, base)
 		ctx := t.Context()
 		_, err := env.client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
@@ -163,7 +164,7 @@ func TestAgentEnvFromConfigMapsAndSecrets(t *testing.T) {
 // message: from the file behind terminationMessagePath, or from the log
 // with FallbackToLogsOnError.
 func TestAgentTerminationMessages(t *testing.T) {
-	inNodeNetns(t, func(t *testing.T, base string) {
+	testkit.InPodNode(t, func(t *testing.T, base string) {
 		env := startAgent(t, base)
 		pod := agentPod("ends")
 		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
@@ -205,7 +206,7 @@ func TestAgentTerminationMessages(t *testing.T) {
 // A pod that does not fit the node (cpu beyond allocatable, a host port
 // already taken) is set Failed with upstream's reason and never started.
 func TestAgentAdmission(t *testing.T) {
-	inNodeNetns(t, func(t *testing.T, base string) {
+	testkit.InPodNode(t, func(t *testing.T, base string) {
 		env := startAgent(t, base)
 		pods := env.client.CoreV1().Pods("default")
 		first := agentPod("port-a")

@@ -15,10 +15,11 @@ import (
 
 	"github.com/nodelet/nodelet/gc"
 	"github.com/nodelet/nodelet/runtime"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 func TestContainerGCCrashLoop(t *testing.T) {
-	inNodeNetns(t, func(t *testing.T, base string) {
+	testkit.InPodNode(t, func(t *testing.T, base string) {
 		n := newNode(t, base)
 		ctx := context.Background()
 		pod := busyboxPod()

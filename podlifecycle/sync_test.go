@@ -30,17 +30,6 @@ import (
 
 const podCIDR = "10.77.0.0/24"
 
-// inNodeNetns runs body in a child process in a fresh network namespace
-// (the "node"; testkit.InNodeNetns): containerd, the bridge, the CNI
-// plugins and the pods' namespaces live there and vanish with it.
-func inNodeNetns(t *testing.T, body func(t *testing.T, base string)) {
-	testkit.RequireRoot(t, "containerd, netns, cgroups")
-	if err := hosttools.Check("containerd", "runc", "busybox", "iptables", "/usr/lib/cni/bridge", "/usr/lib/cni/host-local"); err != nil {
-		t.Fatal(err)
-	}
-	testkit.InNodeNetns(t, body)
-}
-
 // statusRecorder is a fake StatusSink: it records the statuses set and
 // the pods terminated.
 type statusRecorder struct {
@@ -106,18 +95,6 @@ func newNode(t *testing.T, base string) *node {
 	n := &node{logRoot: filepath.Join(dir, "pods"), status: &statusRecorder{}}
 
 	addr := runtimetest.StartContainerd(t)
-	pauseBin, err := images.BuildPause(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pauseTar, _, err := images.Pause(dir, pauseBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	busyboxTar, _, err := images.Busybox(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	floor, err := cgroups.OwnOOMScoreAdj()
 	if err != nil {
 		t.Fatal(err)
@@ -130,11 +107,7 @@ func newNode(t *testing.T, base string) *node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.rt.Close() })
-	for _, tar := range []string{pauseTar, busyboxTar} {
-		if _, err := n.rt.ImportArchive(ctx, tar); err != nil {
-			t.Fatal(err)
-		}
-	}
+	runtimetest.ImportTestImages(t, n.rt, dir, false)
 
 	n.netDirs = network.Config{
 		BinDirs: []string{"/usr/lib/cni"}, ConfDir: filepath.Join(base, "net.d"),
@@ -201,7 +174,7 @@ func randHex(n int) string {
 }
 
 func TestSyncPodLifecycle(t *testing.T) {
-	inNodeNetns(t, func(t *testing.T, base string) {
+	testkit.InPodNode(t, func(t *testing.T, base string) {
 		n := newNode(t, base)
 		ctx := context.Background()
 		pod := busyboxPod()

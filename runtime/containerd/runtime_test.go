@@ -47,28 +47,13 @@ func newFixture(t *testing.T, nodeLogger bool) *fixture {
 	ctx := context.Background()
 	f := &fixture{addr: runtimetest.StartContainerd(t), logRoot: filepath.Join(t.TempDir(), "pods")}
 	dir := t.TempDir()
-	pauseBin, err := images.BuildPause(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pauseTar, _, err := images.Pause(dir, pauseBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	busyboxTar, _, err := images.Busybox(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	f.cfg = containerd.Config{Address: f.addr, LogRoot: f.logRoot, StateDir: filepath.Join(dir, "state"), RuncRoot: filepath.Join(dir, "runc")}
 	if nodeLogger {
 		f.cfg.Logs = startContainerLogger(t, filepath.Join(dir, "logger"))
 	}
 	f.rt = newRuntime(t, f.cfg)
-	for _, tar := range []string{pauseTar, busyboxTar} {
-		if _, err := f.rt.ImportArchive(ctx, tar); err != nil {
-			t.Fatal(err)
-		}
-	}
+	runtimetest.ImportTestImages(t, f.rt, dir, false)
+	var err error
 	if f.pause, err = f.rt.EnsureImage(ctx, images.PauseRef, corev1.PullNever); err != nil {
 		t.Fatal(err)
 	}

@@ -452,7 +452,7 @@ func procCPU(pid int) (self, children float64, err error) {
 // cpuacct, or v2 cpu.stat).
 func podsCPUSeconds(b testing.TB, node *realNode) float64 {
 	b.Helper()
-	for _, h := range cgroupHierarchies(b) {
+	for _, h := range testkit.CgroupHierarchies(b) {
 		dir := filepath.Join(h, node.cgroupRoot, "kubepods")
 		if data, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage")); err == nil {
 			ns, err := strconv.ParseFloat(strings.TrimSpace(string(data)), 64)

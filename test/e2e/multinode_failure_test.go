@@ -111,7 +111,7 @@ func (f nodeFiles) podRemains(t testing.TB, uid types.UID) []string {
 	if s := strings.TrimSpace(string(list)); s != "" {
 		out = append(out, "containers "+strings.ReplaceAll(s, "\n", " "))
 	}
-	for _, h := range cgroupHierarchies(t) {
+	for _, h := range testkit.CgroupHierarchies(t) {
 		for _, qos := range []string{"kubepods", "kubepods/burstable", "kubepods/besteffort"} {
 			if p := filepath.Join(h, f.cgroupRoot, qos, "pod"+string(uid)); exists(p) {
 				out = append(out, p)

@@ -68,7 +68,7 @@ func testDaemonSetNewNode(t *testing.T, e *labEnv, cs kubernetes.Interface) {
 			t.Errorf("%s remains after removing %s", p, name)
 		}
 	}
-	for _, h := range cgroupHierarchies(t) {
+	for _, h := range testkit.CgroupHierarchies(t) {
 		if p := filepath.Join(h, n.CgroupRoot); exists(p) {
 			t.Errorf("cgroup %s remains after removing %s", p, name)
 		}

@@ -298,7 +298,7 @@ func (f nodeFiles) leftovers(t testing.TB) []string {
 		}
 		return nil
 	})
-	for _, h := range cgroupHierarchies(t) {
+	for _, h := range testkit.CgroupHierarchies(t) {
 		for _, qos := range []string{"kubepods", "kubepods/burstable", "kubepods/besteffort"} {
 			entries, _ := os.ReadDir(filepath.Join(h, f.cgroupRoot, qos))
 			for _, e := range entries {
@@ -323,7 +323,7 @@ func (n *realNode) holdsPod(t testing.TB, uid types.UID) bool {
 	if strings.TrimSpace(string(list)) != "" {
 		return true
 	}
-	for _, h := range cgroupHierarchies(t) {
+	for _, h := range testkit.CgroupHierarchies(t) {
 		for _, qos := range []string{"kubepods", "kubepods/burstable", "kubepods/besteffort"} {
 			if _, err := os.Stat(filepath.Join(h, n.cgroupRoot, qos, "pod"+string(uid))); err == nil {
 				return true
@@ -441,30 +441,6 @@ func listenInNetns(nsPath, addr string) (ln net.Listener, err error) {
 	return ln, err
 }
 
-// cgroupHierarchies are the mounted cgroup hierarchies (one on v2).
-func cgroupHierarchies(t testing.TB) []string {
-	t.Helper()
-	var st unix.Statfs_t
-	if unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
-		return []string{"/sys/fs/cgroup"}
-	}
-	entries, err := os.ReadDir("/sys/fs/cgroup")
-	if err != nil {
-		t.Fatalf("read /sys/fs/cgroup: %v", err)
-	}
-	var out []string
-	for _, e := range entries {
-		p := filepath.Join("/sys/fs/cgroup", e.Name())
-		if e.Type()&os.ModeSymlink != 0 || unix.Statfs(p, &st) != nil {
-			continue
-		}
-		if st.Type == unix.CGROUP_SUPER_MAGIC || st.Type == unix.CGROUP2_SUPER_MAGIC {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // unmountNetnsFiles unmounts the pod netns files a failed test left (a
 // passing test has none: the leftovers check covers them).
 func unmountNetnsFiles(t testing.TB, dir string) {
@@ -480,7 +456,7 @@ func unmountNetnsFiles(t testing.TB, dir string) {
 
 // removeCgroupTree removes the test's cgroup root from every hierarchy.
 func removeCgroupTree(t testing.TB, root string) {
-	for _, h := range cgroupHierarchies(t) {
+	for _, h := range testkit.CgroupHierarchies(t) {
 		p := filepath.Join(h, root)
 		if err := libcgroups.RemovePath(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("remove cgroup %s: %v", p, err)

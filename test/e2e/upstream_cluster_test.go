@@ -419,7 +419,7 @@ func startUpstreamNode(b testing.TB, u *upstreamControlPlane, name string) *upst
 // CPUs and memory nodes (a new cpuset has none).
 func makeCgroupRoot(b testing.TB, root string) {
 	b.Helper()
-	for _, h := range cgroupHierarchies(b) {
+	for _, h := range testkit.CgroupHierarchies(b) {
 		p := filepath.Join(h, root)
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			b.Fatalf("cgroup %s: %v", p, err)

@@ -19,7 +19,7 @@ func CgroupRoot(t testing.TB, prefix string) string {
 	b := make([]byte, 6)
 	rand.Read(b)
 	root := "/" + prefix + "-" + hex.EncodeToString(b)
-	hierarchies := cgroupHierarchies(t)
+	hierarchies := CgroupHierarchies(t)
 	t.Cleanup(func() {
 		for _, h := range hierarchies {
 			if err := libcgroups.RemovePath(filepath.Join(h, root)); err != nil {
@@ -30,9 +30,9 @@ func CgroupRoot(t testing.TB, prefix string) string {
 	return root
 }
 
-// cgroupHierarchies are the mounted cgroup hierarchies: /sys/fs/cgroup
+// CgroupHierarchies are the mounted cgroup hierarchies: /sys/fs/cgroup
 // itself on the unified hierarchy (v2), else each v1 controller's mount.
-func cgroupHierarchies(t testing.TB) []string {
+func CgroupHierarchies(t testing.TB) []string {
 	t.Helper()
 	var st unix.Statfs_t
 	if unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {

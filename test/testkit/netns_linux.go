@@ -14,6 +14,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/hosttools"
 )
 
 // Two ways to keep a test's network changes off the host:
@@ -149,4 +151,16 @@ func unmountUnder(t *testing.T, dir string) {
 func unescapeMountPath(s string) string {
 	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
 	return r.Replace(s)
+}
+
+// InPodNode is InNodeNetns for tests that run pods on a real node: it
+// first requires root and the node's tools (containerd, runc, busybox,
+// iptables, the bridge and host-local CNI plugins).
+func InPodNode(t *testing.T, body func(t *testing.T, base string)) {
+	t.Helper()
+	RequireRoot(t, "containerd, netns, cgroups")
+	if err := hosttools.Check("containerd", "runc", "busybox", "iptables", "/usr/lib/cni/bridge", "/usr/lib/cni/host-local"); err != nil {
+		t.Fatal(err)
+	}
+	InNodeNetns(t, body)
 }
