@@ -33,6 +33,7 @@ import (
 	"github.com/containerd/errdefs"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/containerlogs"
 	"github.com/nodelet/nodelet/runtime"
@@ -89,6 +90,8 @@ type Runtime struct {
 	log    *slog.Logger
 	pulls  *pullQueue
 
+	index *podIndex // pod -> containers, for PodStatus (podindex.go)
+
 	mu       sync.Mutex
 	closers  map[string]io.Closer // log files of containers copied in-process
 	attached map[string]*attachIO // running interactive containers
@@ -114,7 +117,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	return &Runtime{
 		cfg: cfg, client: client, log: cfg.Logger, pulls: newPullQueue(cfg.Registry.MaxParallelPulls),
-		closers: map[string]io.Closer{}, attached: map[string]*attachIO{},
+		closers: map[string]io.Closer{}, attached: map[string]*attachIO{}, index: newPodIndex(),
 	}, nil
 }
 
@@ -453,6 +456,7 @@ func (c *Runtime) removeContainer(ctx context.Context, id string) error {
 	if err := cont.Delete(ctx, ctrdclient.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete %s: %w", id, err)
 	}
+	c.index.remove(id)
 	return nil
 }
 
@@ -541,6 +545,7 @@ func (c *Runtime) newContainer(ctx context.Context, id string, img ctrdclient.Im
 	if err != nil {
 		return nil, err
 	}
+	c.index.add(types.UID(labels[runtime.LabelPodUID]), id)
 	return cont, nil
 }
 

@@ -76,10 +76,12 @@ type taskInfo struct {
 // reaped on the way (see the file comment).
 func (c *Runtime) PodStatuses(ctx context.Context) ([]runtime.PodStatus, error) {
 	ctx = c.nsCtx(ctx)
+	since := c.index.begin()
 	list, err := c.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", runtime.LabelPodUID))
 	if err != nil {
 		return nil, fmt.Errorf("pod statuses: list containers: %w", err)
 	}
+	c.index.replace(list, since)
 	tasks, err := c.listTasks(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pod statuses: %w", err)
