@@ -3,13 +3,13 @@ package containerd_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/runtime"
 )
 
@@ -19,7 +19,7 @@ import (
 // other runtime, refuses this machine's hybrid cgroup layout.)
 func TestRuntimeBinary(t *testing.T) {
 	f := newFixture(t, false)
-	runc, err := exec.LookPath("runc")
+	runc, err := hosttools.Path("runc")
 	if err != nil {
 		t.Fatal(err)
 	}
