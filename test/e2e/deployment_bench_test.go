@@ -50,14 +50,9 @@ func BenchmarkWorkloadsDeployment(b *testing.B) {
 
 // benchDeployment runs the Deployment scenario workloadRuns times.
 func benchDeployment(b *testing.B, c workloadCluster, iteration int) {
-	var total, bind, start []time.Duration
-	for r := range workloadRuns {
-		d := benchDeploymentReady(b, c, fmt.Sprintf("deploy-%d-%d", iteration, r))
-		total, bind, start = append(total, d.total), append(bind, d.bind), append(start, d.run)
-	}
-	reportRuns(b, "deploy30-ready-s", total)
-	reportRuns(b, "deploy-pod-bind-s", bind)
-	reportRuns(b, "deploy-pod-start-s", start)
+	benchPodRuns(b, "deploy30-ready-s", "deploy-pod-bind-s", "deploy-pod-start-s", func(r int) jobRun {
+		return benchDeploymentReady(b, c, fmt.Sprintf("deploy-%d-%d", iteration, r))
+	})
 }
 
 // benchDeploymentReady applies the Deployment and returns the time until
@@ -98,12 +93,7 @@ func benchDeploymentReady(b testing.TB, c workloadCluster, name string) jobRun {
 		return n == workloadDeployReplicas
 	})
 	r := jobRun{total: time.Since(start)}
-	var bind, run []time.Duration
-	for pod, at := range readyAt {
-		bind = append(bind, bound[pod].Sub(seen[pod]))
-		run = append(run, at.Sub(bound[pod]))
-	}
-	r.bind, r.run = median(bind), median(run)
+	r.bind, r.run, _ = podParts(seen, bound, readyAt)
 	b.Logf("deployment %s: %d pods Ready after %.2fs; per pod (median): bound %.3fs after its creation, Ready %.3fs after that",
 		name, workloadDeployReplicas, r.total.Seconds(), r.bind.Seconds(), r.run.Seconds())
 	deleteWorkload(b, c, "deployment/"+name)

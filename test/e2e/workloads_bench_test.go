@@ -198,14 +198,37 @@ type jobRun struct{ total, bind, run time.Duration }
 // benchJob runs the Job scenario workloadRuns times and reports the total
 // and its two parts per pod.
 func benchJob(b *testing.B, c workloadCluster, iteration int) {
-	var total, bind, run []time.Duration
+	benchPodRuns(b, "job100-complete-s", "job-pod-bind-s", "job-pod-run-s", func(r int) jobRun {
+		return benchJobComplete(b, c, fmt.Sprintf("job-%d-%d", iteration, r))
+	})
+}
+
+// benchPodRuns runs a scenario workloadRuns times and reports its totals
+// and the medians of its two per-pod parts under the three units.
+func benchPodRuns(b *testing.B, totalUnit, bindUnit, runUnit string, run func(r int) jobRun) {
+	var total, bind, part []time.Duration
 	for r := range workloadRuns {
-		j := benchJobComplete(b, c, fmt.Sprintf("job-%d-%d", iteration, r))
-		total, bind, run = append(total, j.total), append(bind, j.bind), append(run, j.run)
+		j := run(r)
+		total, bind, part = append(total, j.total), append(bind, j.bind), append(part, j.run)
 	}
-	reportRuns(b, "job100-complete-s", total)
-	reportRuns(b, "job-pod-bind-s", bind)
-	reportRuns(b, "job-pod-run-s", run)
+	reportRuns(b, totalUnit, total)
+	reportRuns(b, bindUnit, bind)
+	reportRuns(b, runUnit, part)
+}
+
+// podParts are the medians over the pods that reached their goal (at) of
+// bind (first sighting to first sighting with a node) and run (from there
+// to the goal), and how many pods reached it.
+func podParts(seen, bound, at map[string]time.Time) (bind, run time.Duration, n int) {
+	var binds, runs []time.Duration
+	for pod, t := range at {
+		binds = append(binds, bound[pod].Sub(seen[pod]))
+		runs = append(runs, t.Sub(bound[pod]))
+	}
+	if len(runs) == 0 {
+		return 0, 0, 0
+	}
+	return median(binds), median(runs), len(runs)
 }
 
 // benchJobComplete creates the Job and returns the time until a watch sees
@@ -260,15 +283,11 @@ func benchJobComplete(b testing.TB, c workloadCluster, name string) jobRun {
 	})
 	pw.Stop()
 	<-podsDone
-	var bind, run []time.Duration
-	for pod, at := range done {
-		bind = append(bind, bound[pod].Sub(seen[pod]))
-		run = append(run, at.Sub(bound[pod]))
+	var n int
+	r.bind, r.run, n = podParts(seen, bound, done)
+	if n != workloadJobPods {
+		b.Fatalf("job %s: the pod watch saw %d pods succeed, want %d", name, n, workloadJobPods)
 	}
-	if len(run) != workloadJobPods {
-		b.Fatalf("job %s: the pod watch saw %d pods succeed, want %d", name, len(run), workloadJobPods)
-	}
-	r.bind, r.run = median(bind), median(run)
 	b.Logf("job %s: Complete after %.2fs; per pod (median): bound %.3fs after its creation, Succeeded %.3fs after that",
 		name, r.total.Seconds(), r.bind.Seconds(), r.run.Seconds())
 	deleteWorkload(b, c, "job/"+name)
