@@ -111,14 +111,16 @@ func (s *Stream) emit(line []byte, last byte) error {
 	return s.log.entry(s.name, last, line)
 }
 
-// Close writes what is left of an unterminated last line.
+// Close writes what is left of an unterminated last line as a partial
+// entry, as containerd's CRI plugin does: readers then show the output
+// without a newline it never had (`echo -n DONE` reads back as "DONE").
 func (s *Stream) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pending) == 0 {
 		return nil
 	}
-	err := s.emit(s.pending, 'F')
+	err := s.emit(s.pending, 'P')
 	s.pending = nil
 	return err
 }

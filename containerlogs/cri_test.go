@@ -16,11 +16,11 @@ func TestCRIStream(t *testing.T) {
 	}{
 		{"whole lines", []string{"a\nb\n"}, []string{"stdout F a", "stdout F b"}},
 		{"split writes", []string{"he", "llo\nwor", "ld\n"}, []string{"stdout F hello", "stdout F world"}},
-		{"unterminated last line", []string{"a\nb"}, []string{"stdout F a", "stdout F b"}},
+		{"unterminated last line", []string{"a\nb"}, []string{"stdout F a", "stdout P b"}},
 		{"empty line", []string{"\n"}, []string{"stdout F "}},
 		{"crlf", []string{"a\r\n"}, []string{"stdout F a"}},
 		{"long line", []string{long + "\n"}, []string{"stdout P " + long[:maxLine], "stdout F " + long[maxLine:]}},
-		{"long unterminated", []string{long}, []string{"stdout P " + long[:maxLine], "stdout F " + long[maxLine:]}},
+		{"long unterminated", []string{long}, []string{"stdout P " + long[:maxLine], "stdout P " + long[maxLine:]}},
 	}
 	ts := time.Date(2024, 1, 2, 3, 4, 5, 6, time.UTC)
 	for _, tt := range tests {

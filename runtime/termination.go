@@ -23,6 +23,9 @@ const (
 	maxMessageBytes     = 4096
 	maxFallbackLines    = 80
 	maxFallbackLogBytes = 2048
+	// maxEntryBytes bounds one CRI log entry: 16 KiB of content (longer
+	// lines are split) plus the timestamp, stream and tag.
+	maxEntryBytes = 16*1024 + 64
 )
 
 // TerminationLabels records where the message will be, among the labels
@@ -60,37 +63,57 @@ func readHead(path string, max int64) string {
 	return string(b)
 }
 
-// logTail returns the content of the last lines of a CRI log file (without
-// the timestamp, stream and tag), joining partial lines, capped at max
-// bytes from the end.
+// logTail renders the last lines entries of a CRI log file as upstream's
+// log reader does (a full entry ends with a newline, a partial one does
+// not), keeping at most max bytes from the end. A process that exits
+// after `echo -n DONE` leaves one partial entry, so its message is "DONE".
 func logTail(path string, lines, max int) string {
-	data, err := os.ReadFile(path)
+	data, err := readTail(path, int64(lines)*maxEntryBytes)
 	if err != nil {
 		return ""
 	}
-	var out [][]byte
-	var partial []byte
-	for _, raw := range bytes.Split(data, []byte("\n")) {
+	entries := bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))
+	if len(entries) > lines {
+		entries = entries[len(entries)-lines:]
+	}
+	var msg []byte
+	for _, raw := range entries {
 		f := bytes.SplitN(raw, []byte(" "), 4)
 		if len(f) != 4 {
 			continue
 		}
-		partial = append(partial, f[3]...)
-		if string(f[2]) == "P" {
-			continue
+		msg = append(msg, f[3]...)
+		if string(f[2]) != "P" {
+			msg = append(msg, '\n')
 		}
-		out = append(out, partial)
-		partial = nil
-	}
-	if len(out) > lines {
-		out = out[len(out)-lines:]
-	}
-	msg := bytes.Join(out, []byte("\n"))
-	if len(out) > 0 {
-		msg = append(msg, '\n')
 	}
 	if len(msg) > max {
 		msg = msg[len(msg)-max:]
 	}
 	return string(msg)
+}
+
+// readTail reads at most the last n bytes of a file, from the start of the
+// first whole entry when it did not read from the beginning.
+func readTail(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	off := max(st.Size()-n, 0)
+	data, err := io.ReadAll(io.NewSectionReader(f, off, st.Size()-off))
+	if err != nil {
+		return nil, err
+	}
+	if off > 0 {
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			data = data[i+1:]
+		}
+	}
+	return data, nil
 }

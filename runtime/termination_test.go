@@ -37,11 +37,18 @@ func TestTerminationMessage(t *testing.T) {
 	}
 	got := TerminationMessage(labels, 2)
 	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
-	if len(lines) != maxFallbackLines || lines[len(lines)-1] != "partial" || !strings.HasPrefix(lines[0], "line ") {
+	// 80 entries: 78 whole lines, then "par" and "tial" make one line.
+	if len(lines) != maxFallbackLines-1 || lines[len(lines)-1] != "partial" || !strings.HasPrefix(lines[0], "line ") {
 		t.Errorf("fallback to logs: %d lines, last %q, first %q", len(lines), lines[len(lines)-1], lines[0])
 	}
 	if len(got) > maxFallbackLogBytes {
 		t.Errorf("fallback longer than %d bytes: %d", maxFallbackLogBytes, len(got))
+	}
+	// A last line without its newline is a partial entry, and the
+	// message has no newline either (upstream's `echo -n DONE; false`).
+	os.WriteFile(logFile, []byte("2026-11-24T10:00:00.000000000Z stdout P DONE\n"), 0o644)
+	if got := TerminationMessage(labels, 1); got != "DONE" {
+		t.Errorf("fallback to an unterminated line: %q, want %q", got, "DONE")
 	}
 	plain := map[string]string{LabelLogPath: logFile}
 	TerminationLabels(plain, &corev1.Container{}, msgFile)
