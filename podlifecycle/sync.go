@@ -237,6 +237,14 @@ func (s *Syncer) SyncPod(ctx context.Context, pod *corev1.Pod) (podworkers.SyncR
 	if err != nil {
 		return podworkers.SyncResult{}, err
 	}
+	exceeded, left := activeDeadline(pod, s.startTime(pod), s.cfg.Now())
+	if exceeded {
+		// Nothing more starts; the Failed status goes out now, the
+		// containers are stopped by SyncTerminatingPod.
+		s.podEvent(pod, corev1.EventTypeNormal, ReasonDeadlineExceeded, "%s", MessageDeadlineExceeded)
+		_, err := s.reportStatus(ctx, pod, nil, false)
+		return podworkers.SyncResult{Finished: err == nil}, err
+	}
 	var backoff runtime.BackoffFunc
 	if s.cfg.Backoff != nil {
 		backoff = s.cfg.Backoff.InBackoff
@@ -268,6 +276,9 @@ func (s *Syncer) SyncPod(ctx context.Context, pod *corev1.Pod) (podworkers.SyncR
 	}
 	actErr = errors.Join(append(pullWaits, actErr)...)
 	res := podworkers.SyncResult{ResyncAfter: actions.RetryAfter}
+	if left > 0 && (res.ResyncAfter <= 0 || left < res.ResyncAfter) {
+		res.ResyncAfter = left // be back when the deadline passes
+	}
 	phase, err := s.reportStatus(ctx, pod, waiting, false)
 	if err != nil {
 		return res, errors.Join(actErr, err)
@@ -291,7 +302,12 @@ func (s *Syncer) reportStatus(ctx context.Context, pod *corev1.Pod, waiting map[
 	if s.cfg.Probes != nil {
 		in.Readiness, in.Startup = s.cfg.Probes.Readiness, s.cfg.Probes.Startup
 	}
+	start := s.startTime(pod)
 	st := status.Compute(pod, rs, in)
+	if start == nil {
+		start = st.StartTime
+	}
+	failPastDeadline(pod, start, &st, in.Now)
 	s.cfg.Status.SetPodStatus(pod, st)
 	return st.Phase, nil
 }
