@@ -25,6 +25,9 @@ type components struct {
 	net    *network.Network
 	vols   *volumes.Manager
 	floor  int
+	// alloc is the node's allocatable, the downward API's default for
+	// limits a container does not set.
+	alloc corev1.ResourceList
 }
 
 // setup connects containerd, imports the images and makes the cgroup,
@@ -61,6 +64,7 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 		return nil, err
 	}
 	alloc, err := a.setupCgroups(ctx, c)
+	c.alloc = alloc
 	if err != nil {
 		return nil, err
 	}

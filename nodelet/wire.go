@@ -142,7 +142,7 @@ func (a *Agent) wireWorkers(w *wired, recorder podlifecycle.EventRecorder) error
 		PauseImage: a.cfg.PodInfraImage, NodeName: a.cfg.NodeName, NodeIP: w.node.Host().InternalIP,
 		ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain, HostResolvConf: resolv,
 		PodFilesDir: filepath.Join(a.cfg.RootDir, "pod-files"), LogRoot: a.cfg.LogRoot, OOMScoreAdjFloor: w.floor,
-		MemoryCapacity: w.node.Host().MemoryBytes, Log: a.log.With("component", "syncer"),
+		MemoryCapacity: w.node.Host().MemoryBytes, Allocatable: w.alloc, Log: a.log.With("component", "syncer"),
 		PodContentRemovable: func(uid types.UID) bool { return board.Lifecycle().ContentRemovable(uid) }})
 	if err != nil {
 		return err

@@ -154,6 +154,10 @@ type SyncerConfig struct {
 	LogRoot          string
 	OOMScoreAdjFloor int
 	MemoryCapacity   int64
+	// Allocatable is the node's allocatable: the downward API (env) reads
+	// it for a cpu, memory or ephemeral-storage limit a container does not
+	// set, as upstream.
+	Allocatable corev1.ResourceList
 	// Now defaults to time.Now.
 	Now func() time.Time
 	Log *slog.Logger

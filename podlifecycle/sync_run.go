@@ -209,7 +209,7 @@ func (s *Syncer) envContext(ctx context.Context, pc *podContext, c *corev1.Conta
 		s.containerEvent(pod, c.Name, corev1.EventTypeWarning, eventFailed, "Error: %v", err)
 		return runtime.EnvContext{}, err
 	}
-	envCtx := runtime.EnvContext{PodIPs: podIPs, HostIPs: hostIPs, Objects: envObjs}
+	envCtx := runtime.EnvContext{PodIPs: podIPs, HostIPs: hostIPs, Objects: envObjs, Allocatable: s.cfg.Allocatable}
 	if s.cfg.Services != nil {
 		all, err := s.cfg.Services()
 		if err != nil {
