@@ -141,6 +141,9 @@ type SyncerConfig struct {
 	// HostResolvConf is the node's resolv.conf (for dnsPolicy Default);
 	// nil reads /etc/resolv.conf.
 	HostResolvConf []byte
+	// HostHostsFile is the node's hosts file, copied for host-network pods
+	// (/etc/hosts when empty).
+	HostHostsFile string
 	// PodFilesDir holds each pod's generated hosts and resolv.conf
 	// (PodFilesDir/<uid>/); empty leaves the image's files.
 	PodFilesDir string
@@ -188,6 +191,9 @@ func NewSyncer(cfg SyncerConfig) (*Syncer, error) {
 	}
 	if cfg.LogRoot == "" {
 		cfg.LogRoot = runtime.DefaultLogRoot
+	}
+	if cfg.HostHostsFile == "" {
+		cfg.HostHostsFile = "/etc/hosts"
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

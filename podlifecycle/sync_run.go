@@ -79,11 +79,21 @@ func (s *Syncer) createSandbox(ctx context.Context, pod *corev1.Pod, podCgroup s
 	return sandboxInfo{id: id, ip: ip}, nil
 }
 
-// writePodFiles writes the pod's /etc/hosts and /etc/resolv.conf.
+// writePodFiles writes the pod's /etc/hosts and /etc/resolv.conf. A
+// host-network pod gets a copy of the host's /etc/hosts (with its
+// hostAliases) and the resolv.conf its dnsPolicy asks for, as upstream: the
+// container's image may have none.
 func (s *Syncer) writePodFiles(pc *podContext) error {
 	pod := pc.pod
-	if s.cfg.PodFilesDir == "" || pod.Spec.HostNetwork {
+	if s.cfg.PodFilesDir == "" {
 		return nil
+	}
+	var hostHosts []byte
+	if pod.Spec.HostNetwork {
+		var err error
+		if hostHosts, err = os.ReadFile(s.cfg.HostHostsFile); err != nil {
+			return fmt.Errorf("write files of pod %s: read the host's hosts file: %w", podRef(pod), err)
+		}
 	}
 	dir := filepath.Join(s.cfg.PodFilesDir, string(pod.UID))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -99,7 +109,7 @@ func (s *Syncer) writePodFiles(pc *podContext) error {
 		ClusterDNS: s.cfg.ClusterDNS, ClusterDomain: s.cfg.ClusterDomain, HostResolvConf: s.cfg.HostResolvConf,
 	})
 	for path, content := range map[string][]byte{
-		pc.hosts:  runtime.HostsFile(pod, ips, s.cfg.ClusterDomain, nil),
+		pc.hosts:  runtime.HostsFile(pod, ips, s.cfg.ClusterDomain, hostHosts),
 		pc.resolv: runtime.ResolvConf(dns),
 	} {
 		if err := os.WriteFile(path, content, 0o644); err != nil {
