@@ -29,7 +29,7 @@ var mapped = map[string]bool{
 	"imageGCHighThresholdPercent": true, "imageGCLowThresholdPercent": true, "imageMinimumGCAge": true,
 	"evictionHard": true, "evictionSoft": true, "evictionSoftGracePeriod": true, "evictionMinimumReclaim": true,
 	"evictionPressureTransitionPeriod": true, "evictionMaxPodGracePeriod": true, "mergeDefaultEvictionSettings": true,
-	"containerLogMaxSize": true, "containerLogMaxFiles": true,
+	"containerLogMaxSize": true, "containerLogMaxFiles": true, "allowedUnsafeSysctls": true,
 }
 
 // defaultEvictionHard is upstream's DefaultEvictionHard (Linux), which
@@ -121,6 +121,7 @@ func (f *File) evictionSettings() []Setting {
 	if c.ContainerLogMaxFiles != nil {
 		add("containerLogMaxFiles", "container-log-max-files", itoa(*c.ContainerLogMaxFiles), true)
 	}
+	add("allowedUnsafeSysctls", "allowed-unsafe-sysctls", strings.Join(c.AllowedUnsafeSysctls, ","), len(c.AllowedUnsafeSysctls) > 0)
 	return out
 }
 

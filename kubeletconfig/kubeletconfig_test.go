@@ -49,6 +49,7 @@ evictionMaxPodGracePeriod: 20
 mergeDefaultEvictionSettings: false
 containerLogMaxSize: 20Mi
 containerLogMaxFiles: 3
+allowedUnsafeSysctls: ["kernel.msg*", "net.core.somaxconn"]
 `
 
 func TestSettingsMapEveryField(t *testing.T) {
@@ -90,6 +91,7 @@ func TestSettingsMapEveryField(t *testing.T) {
 		{"evictionMaxPodGracePeriod", "eviction-max-pod-grace-period", "20"},
 		{"containerLogMaxSize", "container-log-max-size", "20Mi"},
 		{"containerLogMaxFiles", "container-log-max-files", "3"},
+		{"allowedUnsafeSysctls", "allowed-unsafe-sysctls", "kernel.msg*,net.core.somaxconn"},
 	}
 	if got := f.Settings(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Settings() =\n%v\nwant\n%v", got, want)

@@ -81,6 +81,9 @@ type Config struct {
 
 	NodeIP  string
 	PodCIDR string
+	// AllowedUnsafeSysctls are the sysctls (names, or patterns ending in
+	// *) pods may set beside the safe ones (--allowed-unsafe-sysctls).
+	AllowedUnsafeSysctls []string
 	// SystemReserved and KubeReserved are taken off the node's capacity
 	// to give its allocatable (--system-reserved, --kube-reserved).
 	SystemReserved, KubeReserved corev1.ResourceList

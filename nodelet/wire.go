@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	utilkernel "k8s.io/kubernetes/pkg/util/kernel"
 
 	"github.com/nodelet/nodelet/admission"
 	"github.com/nodelet/nodelet/eviction"
@@ -89,7 +90,9 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	if err := a.wireWorkers(w, recorder); err != nil {
 		return nil, err
 	}
-	a.wirePodLife(w)
+	if err := a.wirePodLife(w); err != nil {
+		return nil, err
+	}
 	var err error
 	if w.evict, err = a.evictionManager(ctx, w, recorder, nodeEvent); err != nil {
 		return nil, err
@@ -154,7 +157,11 @@ func (a *Agent) wireWorkers(w *wired, recorder podlifecycle.EventRecorder) error
 
 // wirePodLife makes what reads the workers' lifecycle: the orphan finder
 // and admission.
-func (a *Agent) wirePodLife(w *wired) {
+func (a *Agent) wirePodLife(w *wired) error {
+	sysctls, err := a.sysctlAdmission()
+	if err != nil {
+		return err
+	}
 	plegCache := w.pleg.Cache()
 	w.orphans = podlifecycle.NewOrphans(podlifecycle.OrphansConfig{
 		RuntimePods: func() []*runtime.PodStatus {
@@ -176,6 +183,7 @@ func (a *Agent) wirePodLife(w *wired) {
 			// First, as upstream's eviction admit handler: under pressure the
 			// refusal says so whatever else would refuse the pod.
 			admission.NodePressure(w.pressure.Conditions, eviction.IsCriticalPod),
+			sysctls,
 			admission.ResourcesFit(func() corev1.ResourceList {
 				return nodestatus.Allocatable(nodestatus.Capacity(node.Host(), a.maxPods()), a.cfg.SystemReserved, a.cfg.KubeReserved)
 			}),
@@ -184,6 +192,21 @@ func (a *Agent) wirePodLife(w *wired) {
 		Lifecycle: w.board.Lifecycle, Pods: func() []*corev1.Pod { return informerPods(w) },
 		Status: w.status, Log: a.log.With("component", "admission"),
 	})
+	return nil
+}
+
+// sysctlAdmission is upstream's sysctl admit handler: the sysctls safe on
+// this kernel and --allowed-unsafe-sysctls.
+func (a *Agent) sysctlAdmission() (admission.Handler, error) {
+	kernel, err := utilkernel.GetVersion()
+	if err != nil {
+		a.log.Warn("kernel version unknown: only the sysctls safe on every kernel are allowed", "err", err)
+	}
+	h, err := admission.Sysctls(admission.SafeSysctls(kernel), a.cfg.AllowedUnsafeSysctls)
+	if err != nil {
+		return nil, fmt.Errorf("nodelet: allowed unsafe sysctls: %w", err)
+	}
+	return h, nil
 }
 
 func (a *Agent) maxPods() int { return a.cfg.MaxPods }

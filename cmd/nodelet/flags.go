@@ -28,6 +28,7 @@ type options struct {
 	evictionHard, evictionSoft, evictionSoftGrace, evictionMinReclaim string
 	evictionMaxPodGrace                                               int
 	containerLogMaxSize                                               string
+	allowedUnsafeSysctls                                              string
 	// fromFile maps the flags the --config file set to its fields, so
 	// that a bad value names the field it came from.
 	fromFile map[string]string
@@ -84,6 +85,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.systemReserved, "system-reserved", "", "resources kept for the OS, e.g. cpu=500m,memory=256Mi")
 	fs.StringVar(&o.kubeReserved, "kube-reserved", "", "resources kept for the node's daemons, e.g. memory=128Mi")
 	fs.IntVar(&cfg.MaxPods, "max-pods", 110, "pods capacity of the node")
+	fs.StringVar(&o.allowedUnsafeSysctls, "allowed-unsafe-sysctls", "", "comma-separated unsafe sysctls or patterns ending in * that pods may set beside the safe ones, e.g. kernel.msg*,net.core.somaxconn")
 	fs.StringVar(&o.nodeLabels, "node-labels", "", "labels set when the Node is created, key=value,...")
 	fs.StringVar(&o.taints, "register-with-taints", "", "taints set when the Node is created, key=value:Effect,...")
 	fs.Float64Var(&o.apiQPS, "kube-api-qps", 50, "requests per second to the API server (as kubelet's default)")

@@ -106,6 +106,10 @@ func (o *options) checks() []check {
 		{"system-reserved", func() error { cfg.SystemReserved, err = parseResourceList(o.systemReserved); return err }},
 		{"kube-reserved", func() error { cfg.KubeReserved, err = parseResourceList(o.kubeReserved); return err }},
 		{"max-pods", func() error { return atLeast(cfg.MaxPods, 1) }},
+		{"allowed-unsafe-sysctls", func() error {
+			cfg.AllowedUnsafeSysctls, err = parseSysctlPatterns(o.allowedUnsafeSysctls)
+			return err
+		}},
 		{"node-labels", func() error { cfg.NodeLabels, err = parseLabels(o.nodeLabels); return err }},
 		{"register-with-taints", func() error { cfg.RegisterWithTaints, err = parseTaints(o.taints); return err }},
 		{"kube-api-qps", func() error { return positive(o.apiQPS) }},

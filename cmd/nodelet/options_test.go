@@ -161,6 +161,8 @@ func TestBadValuesNameTheFlagOrField(t *testing.T) {
 		{args: []string{"--pod-cidr", "10.0.0.0"}, want: "--pod-cidr"},
 		{args: []string{"--resolv-conf", "/nonexistent/resolv.conf"}, want: "--resolv-conf"},
 		{args: []string{"--system-reserved", "gpu=1"}, want: "--system-reserved"},
+		{args: []string{"--allowed-unsafe-sysctls", "vm.swappiness"}, want: "--allowed-unsafe-sysctls"},
+		{file: "allowedUnsafeSysctls: [\"net.core.*x\"]\n", want: "field allowedUnsafeSysctls"},
 		{args: []string{"--max-parallel-image-pulls", "3"}, want: "--max-parallel-image-pulls"},
 		{args: []string{"--kube-api-qps", "0"}, want: "--kube-api-qps"},
 		{args: []string{"--log-level", "loud"}, want: "--log-level"},

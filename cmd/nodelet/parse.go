@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/nodelet/nodelet/admission"
 )
 
 // parseResourceList parses "cpu=500m,memory=256Mi" as kubelet's
@@ -133,4 +135,20 @@ func parseLogMaxSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%s is not positive", s)
 	}
 	return q.Value(), nil
+}
+
+// parseSysctlPatterns parses --allowed-unsafe-sysctls: comma-separated
+// names or patterns ending in *, each known to be namespaced.
+func parseSysctlPatterns(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		out = append(out, strings.TrimSpace(p))
+	}
+	if _, err := admission.Sysctls(nil, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
