@@ -107,6 +107,8 @@ var subresourceVerbs = map[string][]string{
 	"eviction": {"create"},
 	"token":    {"create"},
 	"finalize": {"update"},
+	// Updates spec.ephemeralContainers only.
+	"ephemeralcontainers": {"get", "patch", "update"},
 	// The connect subresources (proxy.go).
 	"log":         {"get"},
 	"exec":        {"create", "get"},

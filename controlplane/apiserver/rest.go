@@ -388,6 +388,17 @@ func (s *Server) prepareUpdate(res *registry.Resource, sub string, obj, cur runt
 		}
 		return nil
 	}
+	if sub == "ephemeralcontainers" {
+		if res.PrepareForEphemeralContainersUpdate != nil {
+			res.PrepareForEphemeralContainersUpdate(obj, cur)
+		}
+		if res.ValidateEphemeralContainersUpdate != nil {
+			if errs := res.ValidateEphemeralContainersUpdate(obj, cur); len(errs) > 0 {
+				return apierrors.NewInvalid(gk, m.GetName(), errs)
+			}
+		}
+		return nil
+	}
 	if sub == "status" {
 		if res.PrepareForStatusUpdate != nil {
 			res.PrepareForStatusUpdate(obj, cur)

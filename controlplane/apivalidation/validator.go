@@ -248,6 +248,21 @@ func (v *Validator) ValidateFinalizeUpdate(obj, old runtime.Object) field.ErrorL
 	return corevalidation.ValidateNamespaceFinalizeUpdate(ns, oldNS)
 }
 
+// ValidateEphemeralContainersUpdate validates an update of
+// pods/ephemeralcontainers.
+func (v *Validator) ValidateEphemeralContainersUpdate(obj, old runtime.Object) field.ErrorList {
+	in, oldIn, err := v.internalPair(obj, old)
+	if err != nil {
+		return field.ErrorList{field.InternalError(nil, err)}
+	}
+	pod, ok1 := in.(*core.Pod)
+	oldPod, ok2 := oldIn.(*core.Pod)
+	if !ok1 || !ok2 {
+		return unsupported("ephemeral containers", obj)
+	}
+	return corevalidation.ValidatePodEphemeralContainersUpdate(pod, oldPod, podOptions(pod, oldPod))
+}
+
 // unsupported reports a kind this package has no upstream validation for:
 // a wiring mistake in the registry, surfaced as a 500 rather than letting
 // the object in unchecked.

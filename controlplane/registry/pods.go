@@ -29,12 +29,20 @@ func podResource() *Resource {
 		// log, exec, attach and portforward are served by the pod's node,
 		// through the API server (connect subresources); eviction is a
 		// delete that respects PodDisruptionBudgets.
-		Subresources: []string{"status", "binding", "eviction", "log", "exec", "attach", "portforward"},
+		// ephemeralcontainers adds debugging containers (kubectl debug).
+		Subresources: []string{"status", "binding", "eviction", "ephemeralcontainers", "log", "exec", "attach", "portforward"},
 
 		Default:                mutate(func(p *corev1.Pod) { defaultPod(p) }),
 		PrepareForCreate:       mutate(preparePodForCreate),
 		PrepareForUpdate:       mutate2(func(p, old *corev1.Pod) { p.Status = *old.Status.DeepCopy() }),
 		PrepareForStatusUpdate: mutate2(preparePodForStatusUpdate),
+		// As upstream's podEphemeralContainersStrategy: the update keeps the
+		// stored pod and takes only its ephemeral containers.
+		PrepareForEphemeralContainersUpdate: mutate2(func(p, old *corev1.Pod) {
+			eph, rv := p.Spec.EphemeralContainers, p.ResourceVersion
+			*p = *old.DeepCopy()
+			p.Spec.EphemeralContainers, p.ResourceVersion = eph, rv
+		}),
 
 		Fields:  selectable(podFields),
 		Columns: podColumns(),

@@ -21,6 +21,8 @@ import (
 //   - update of the main resource: Default, PrepareForUpdate, ValidateUpdate
 //   - update of the status subresource: PrepareForStatusUpdate, ValidateStatusUpdate
 //   - update of namespaces/finalize: PrepareForFinalizeUpdate, ValidateFinalizeUpdate
+//   - update of pods/ephemeralcontainers: PrepareForEphemeralContainersUpdate,
+//     ValidateEphemeralContainersUpdate
 //
 // Default is not called for subresource updates; PrepareForStatusUpdate
 // applies what defaulting the status needs itself.
@@ -93,6 +95,13 @@ type Resource struct {
 	// nothing else (nil for every other resource).
 	PrepareForFinalizeUpdate func(obj, old runtime.Object)
 	ValidateFinalizeUpdate   func(obj, old runtime.Object) field.ErrorList
+
+	// PrepareForEphemeralContainersUpdate and
+	// ValidateEphemeralContainersUpdate serve pods/ephemeralcontainers,
+	// which changes spec.ephemeralContainers and nothing else (nil for
+	// every other resource).
+	PrepareForEphemeralContainersUpdate func(obj, old runtime.Object)
+	ValidateEphemeralContainersUpdate   func(obj, old runtime.Object) field.ErrorList
 
 	// SpecChanged reports whether the generation-relevant part changed
 	// (used when TrackGeneration is set).

@@ -89,4 +89,7 @@ func useUpstream(r *Resource, v *apivalidation.Validator) {
 	if r.HasSubresource("finalize") {
 		r.ValidateFinalizeUpdate = v.ValidateFinalizeUpdate
 	}
+	if r.HasSubresource("ephemeralcontainers") {
+		r.ValidateEphemeralContainersUpdate = v.ValidateEphemeralContainersUpdate
+	}
 }

@@ -20,7 +20,7 @@ func TestAllResources(t *testing.T) {
 		generation     bool
 	}{
 		{"namespaces", "v1", "Namespace", false, []string{"ns"}, []string{"status", "finalize"}, false, false, false},
-		{"pods", "v1", "Pod", true, []string{"po"}, []string{"status", "binding", "eviction", "log", "exec", "attach", "portforward"}, true, true, false},
+		{"pods", "v1", "Pod", true, []string{"po"}, []string{"status", "binding", "eviction", "ephemeralcontainers", "log", "exec", "attach", "portforward"}, true, true, false},
 		{"nodes", "v1", "Node", false, []string{"no"}, []string{"status", "proxy"}, true, false, false},
 		{"persistentvolumeclaims", "v1", "PersistentVolumeClaim", true, []string{"pvc"}, []string{"status"}, true, false, false},
 		{"podtemplates", "v1", "PodTemplate", true, nil, nil, true, false, true},
