@@ -26,8 +26,7 @@ func TestEphemeralContainersSubresource(t *testing.T) {
 		t.Fatal(err)
 	}
 	debugger := corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
-		Name: "debugger", Image: "busybox", Stdin: true, TTY: true, TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-		ImagePullPolicy: corev1.PullIfNotPresent}, TargetContainerName: "web"}
+		Name: "debugger", Image: "busybox", Stdin: true, TTY: true}, TargetContainerName: "web"}
 	patch, _ := json.Marshal(map[string]any{
 		"metadata": map[string]any{"labels": map[string]string{"sneaky": "yes"}},
 		"spec": map[string]any{"ephemeralContainers": []corev1.EphemeralContainer{debugger},
@@ -37,7 +36,9 @@ func TestEphemeralContainersSubresource(t *testing.T) {
 	if err != nil {
 		t.Fatalf("patch pods/ephemeralcontainers: %v", err)
 	}
-	if len(out.Spec.EphemeralContainers) != 1 || out.Spec.EphemeralContainers[0].Name != "debugger" {
+	// Defaulted as upstream decodes them (kubectl debug sends no pull policy).
+	if len(out.Spec.EphemeralContainers) != 1 || out.Spec.EphemeralContainers[0].Name != "debugger" ||
+		out.Spec.EphemeralContainers[0].ImagePullPolicy != corev1.PullAlways {
 		t.Errorf("ephemeral containers %+v", out.Spec.EphemeralContainers)
 	}
 	if out.Labels["sneaky"] != "" || out.Spec.Containers[0].Image != "nginx" {

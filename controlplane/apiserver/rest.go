@@ -389,6 +389,11 @@ func (s *Server) prepareUpdate(res *registry.Resource, sub string, obj, cur runt
 		return nil
 	}
 	if sub == "ephemeralcontainers" {
+		// Upstream decodes the body with the defaulters: the new
+		// ephemeral containers get theirs (imagePullPolicy, ...).
+		if res.Default != nil {
+			res.Default(obj)
+		}
 		if res.PrepareForEphemeralContainersUpdate != nil {
 			res.PrepareForEphemeralContainersUpdate(obj, cur)
 		}
