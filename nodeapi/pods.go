@@ -86,7 +86,7 @@ func (s *Server) lookup(ctx context.Context, r *http.Request, withContainer bool
 }
 
 func hasContainer(pod *corev1.Pod, name string) bool {
-	for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+	for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers, runtime.EphemeralContainers(pod)} {
 		for _, c := range list {
 			if c.Name == name {
 				return true
@@ -114,7 +114,7 @@ func (t *podTarget) running() (*runtime.ContainerStatus, error) {
 
 // spec is the container's spec (nil if the pod has none of that name).
 func (t *podTarget) spec() *corev1.Container {
-	for _, list := range [][]corev1.Container{t.pod.Spec.Containers, t.pod.Spec.InitContainers} {
+	for _, list := range [][]corev1.Container{t.pod.Spec.Containers, t.pod.Spec.InitContainers, runtime.EphemeralContainers(t.pod)} {
 		for i := range list {
 			if list[i].Name == t.container {
 				return &list[i]
@@ -126,7 +126,7 @@ func (t *podTarget) spec() *corev1.Container {
 
 // apiStatus is the container's status as the API has it (nil if none).
 func (t *podTarget) apiStatus() *corev1.ContainerStatus {
-	for _, list := range [][]corev1.ContainerStatus{t.pod.Status.ContainerStatuses, t.pod.Status.InitContainerStatuses} {
+	for _, list := range [][]corev1.ContainerStatus{t.pod.Status.ContainerStatuses, t.pod.Status.InitContainerStatuses, t.pod.Status.EphemeralContainerStatuses} {
 		for i := range list {
 			if list[i].Name == t.container {
 				return &list[i]

@@ -61,5 +61,10 @@ func ContainerFieldPath(pod *corev1.Pod, name string) string {
 			return fmt.Sprintf("spec.initContainers{%s}", name)
 		}
 	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		if c.Name == name {
+			return fmt.Sprintf("spec.ephemeralContainers{%s}", name)
+		}
+	}
 	return fmt.Sprintf("spec.containers{%s}", name)
 }

@@ -409,12 +409,19 @@ func (s *Syncer) act(ctx context.Context, pod *corev1.Pod, rs *runtime.PodStatus
 	if err := s.writePodFiles(&pc); err != nil {
 		return err
 	}
-	if c := a.NextInitContainerToStart; c != nil {
-		return s.startContainer(ctx, &pc, c, true)
-	}
+	// Ephemeral containers first, as upstream: a debugger must start even
+	// when an init container cannot.
 	var errs []error
+	for _, i := range a.EphemeralContainersToStart {
+		if err := s.startEphemeral(ctx, &pc, i); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c := a.NextInitContainerToStart; c != nil {
+		return errors.Join(append(errs, s.startContainer(ctx, &pc, c, true, ""))...)
+	}
 	for _, i := range a.ContainersToStart {
-		if err := s.startContainer(ctx, &pc, &pod.Spec.Containers[i], false); err != nil {
+		if err := s.startContainer(ctx, &pc, &pod.Spec.Containers[i], false, ""); err != nil {
 			errs = append(errs, err)
 		}
 	}

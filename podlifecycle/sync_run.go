@@ -122,7 +122,7 @@ func (s *Syncer) writePodFiles(pc *podContext) error {
 // startContainer pulls the image (per its policy), creates and starts one
 // container. A failure is a *runtime.StartError naming the step that failed
 // (its waiting reason follows from it: runtime.WaitingFor).
-func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.Container, init bool) error {
+func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.Container, init bool, target string) error {
 	pod := pc.pod
 	fail := func(stage runtime.StartStage, err error) error {
 		return &podError{pod: podRef(pod), err: &runtime.StartError{Container: c.Name, Stage: stage, Err: err}}
@@ -156,7 +156,7 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 		return fail(runtime.StageCreate, err)
 	}
 	id, err := s.cfg.Runtime.CreateContainer(ctx, pod, c, runtime.ContainerConfig{
-		SandboxID: pc.sandbox.id, Image: img, ImageName: c.Image, Attempt: attempt, Init: init,
+		SandboxID: pc.sandbox.id, Image: img, ImageName: c.Image, Attempt: attempt, Init: init, TargetContainerID: target,
 		SpecConfig: runtime.ContainerSpecConfig{
 			CgroupsPath:        cgroups.ContainerCgroupsPath(s.cfg.CgroupDriver, pc.podCgroup, "ctr-"+newNetworkID()),
 			Env:                envCtx,
@@ -185,6 +185,24 @@ func (s *Syncer) startContainer(ctx context.Context, pc *podContext, c *corev1.C
 	}
 	s.log.Info("container started", "pod", podRef(pod), "container", c.Name, "id", id, "attempt", attempt)
 	return nil
+}
+
+// startEphemeral starts the pod's i-th ephemeral container, in the PID
+// namespace of its target container when it names one (that container's
+// running instance).
+func (s *Syncer) startEphemeral(ctx context.Context, pc *podContext, i int) error {
+	ec := &pc.pod.Spec.EphemeralContainers[i]
+	var target string
+	if ec.TargetContainerName != "" {
+		cs := pc.rs.LatestContainer(ec.TargetContainerName)
+		if cs == nil || cs.State != runtime.StateRunning {
+			err := fmt.Errorf("target container %q is not running", ec.TargetContainerName)
+			s.containerEvent(pc.pod, ec.Name, corev1.EventTypeWarning, eventFailed, "Error: %v", err)
+			return &podError{pod: podRef(pc.pod), err: &runtime.StartError{Container: ec.Name, Stage: runtime.StageConfig, Err: err}}
+		}
+		target = cs.ID
+	}
+	return s.startContainer(ctx, pc, runtime.EphemeralContainer(pc.pod, i), false, target)
 }
 
 // podError names the pod of a failed container start: "<stage> container

@@ -32,6 +32,9 @@ type ContainerConfig struct {
 	ImageName string // as the pod spec names it (status.image)
 	Attempt   uint32 // restart count
 	Init      bool
+	// TargetContainerID is an ephemeral container's target (its
+	// targetContainerName): the new container joins its PID namespace.
+	TargetContainerID string
 	// Spec is used as is when set. Otherwise ContainerSpec builds it from
 	// SpecConfig, with Pod, Container, Image, SandboxPID and (when zero)
 	// OOMScoreAdjFloor filled in.

@@ -71,6 +71,9 @@ type PodActions struct {
 	InitContainersToStart    []int
 	// ContainersToStart are indexes in pod.Spec.Containers.
 	ContainersToStart []int
+	// EphemeralContainersToStart are indexes in pod.Spec.EphemeralContainers:
+	// those never started (they are never restarted), in a running sandbox.
+	EphemeralContainersToStart []int
 	// ContainersToKill maps a container ID to the reason of its kill.
 	ContainersToKill map[string]KillInfo
 	// Waiting gives, per container name, why a container that should run
@@ -85,7 +88,8 @@ type PodActions struct {
 // container (init or app): only then does the executor prepare what a new
 // container needs (the pod's cgroup, its hosts and resolv.conf).
 func (a *PodActions) StartsAnything() bool {
-	return a.CreateSandbox || a.NextInitContainerToStart != nil || len(a.ContainersToStart) > 0
+	return a.CreateSandbox || a.NextInitContainerToStart != nil || len(a.ContainersToStart) > 0 ||
+		len(a.EphemeralContainersToStart) > 0
 }
 
 // ContainerHash identifies the parts of a container spec that, when they
@@ -173,8 +177,17 @@ func ComputePodActions(pod *corev1.Pod, in PlanInputs) PodActions {
 	}
 	if create {
 		planNewSandbox(pod, status, &a)
-	} else if planInit(pod, status, &a) {
-		planContainers(pod, status, in.Unhealthy, &a)
+	} else {
+		// As upstream: ephemeral containers start even before the pod is
+		// initialized, and only once.
+		for i, ec := range pod.Spec.EphemeralContainers {
+			if status.LatestContainer(ec.Name) == nil {
+				a.EphemeralContainersToStart = append(a.EphemeralContainersToStart, i)
+			}
+		}
+		if planInit(pod, status, &a) {
+			planContainers(pod, status, in.Unhealthy, &a)
+		}
 	}
 	applyBackoff(pod, status, now, backoff, &a)
 	applyPullBackoff(pod, in.PullBackoff, &a)

@@ -150,6 +150,13 @@ func applyPullBackoff(pod *corev1.Pod, pullBackoff PullBackoffFunc, a *PodAction
 		}
 	}
 	a.ContainersToStart = kept
+	keptEph := a.EphemeralContainersToStart[:0]
+	for _, i := range a.EphemeralContainersToStart {
+		if !held(EphemeralContainer(pod, i)) {
+			keptEph = append(keptEph, i)
+		}
+	}
+	a.EphemeralContainersToStart = keptEph
 }
 
 // retryAfter keeps in RetryAfter the soonest positive delay after which a

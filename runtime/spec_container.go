@@ -19,7 +19,10 @@ type ContainerSpecConfig struct {
 	// RootfsPath is spec.root.path ("rootfs" when empty).
 	RootfsPath string
 	// SandboxPID is the pause process whose namespaces the container joins.
-	SandboxPID  uint32
+	SandboxPID uint32
+	// TargetPID, when set, is the process of the container whose PID
+	// namespace an ephemeral container joins (targetContainerName).
+	TargetPID   uint32
 	CgroupsPath string
 	Env         EnvContext
 	// Volumes maps a volume name to its prepared host directory (or file).
@@ -97,7 +100,7 @@ func ContainerSpec(cfg ContainerSpecConfig) (*specs.Spec, error) {
 		Mounts: mergeMounts(defaultMounts(privileged), mounts),
 		Linux: &specs.Linux{
 			CgroupsPath: cfg.CgroupsPath,
-			Namespaces:  containerNamespaces(pod, cfg.SandboxPID, cfg.CgroupNamespace && !privileged),
+			Namespaces:  containerNamespaces(pod, cfg.SandboxPID, cfg.TargetPID, cfg.CgroupNamespace && !privileged),
 			Resources:   ContainerResources(pod, c),
 		},
 	}
@@ -111,7 +114,7 @@ func ContainerSpec(cfg ContainerSpecConfig) (*specs.Spec, error) {
 	return s, nil
 }
 
-func containerNamespaces(pod *corev1.Pod, pid uint32, cgroupNS bool) []specs.LinuxNamespace {
+func containerNamespaces(pod *corev1.Pod, pid, target uint32, cgroupNS bool) []specs.LinuxNamespace {
 	ns := []specs.LinuxNamespace{
 		{Type: specs.MountNamespace},
 		{Type: specs.NetworkNamespace, Path: nsPath(pid, "net")},
@@ -123,6 +126,8 @@ func containerNamespaces(pod *corev1.Pod, pid uint32, cgroupNS bool) []specs.Lin
 		// the host's PID namespace: no entry
 	case pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace:
 		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace, Path: nsPath(pid, "pid")})
+	case target != 0:
+		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace, Path: nsPath(target, "pid")})
 	default:
 		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace})
 	}

@@ -291,6 +291,7 @@ func TestContainerSpecNamespacesAndMounts(t *testing.T) {
 	}{
 		{"share process namespace", func(p *corev1.Pod, _ *ContainerSpecConfig) { p.Spec.ShareProcessNamespace = ptr(true) }, "/proc/4242/ns/pid", "", nil},
 		{"host pid", func(p *corev1.Pod, _ *ContainerSpecConfig) { p.Spec.HostPID = true }, "-", "", nil},
+		{"ephemeral container with a target", func(_ *corev1.Pod, c *ContainerSpecConfig) { c.TargetPID = 777 }, "/proc/777/ns/pid", "", nil},
 		{"cgroup namespace", func(_ *corev1.Pod, c *ContainerSpecConfig) { c.CgroupNamespace = true }, "", "", func(t *testing.T, s *specs.Spec) {
 			if _, ok := nsTypes(s.Linux.Namespaces)["cgroup"]; !ok {
 				t.Error("no cgroup namespace")

@@ -57,6 +57,10 @@ func Compute(pod *corev1.Pod, rs *runtime.PodStatus, in Inputs) corev1.PodStatus
 	hasInit := len(pod.Spec.InitContainers) > 0
 	s.ContainerStatuses = containerStatuses(pod, rs, old.ContainerStatuses, pod.Spec.Containers, hasInit, false, in)
 	s.InitContainerStatuses = containerStatuses(pod, rs, old.InitContainerStatuses, pod.Spec.InitContainers, hasInit, true, in)
+	// Ephemeral containers count for neither the phase nor readiness.
+	if eph := runtime.EphemeralContainers(pod); len(eph) > 0 {
+		s.EphemeralContainerStatuses = containerStatuses(pod, rs, old.EphemeralContainerStatuses, eph, false, false, in)
+	}
 	setProbeResults(pod, &s, in)
 
 	all := append(append([]corev1.ContainerStatus{}, s.ContainerStatuses...), s.InitContainerStatuses...)

@@ -392,10 +392,35 @@ func (c *Runtime) containerSpec(ctx context.Context, pod *corev1.Pod, ctr *corev
 	}
 	sc := cfg.SpecConfig
 	sc.Pod, sc.Container, sc.Image, sc.SandboxPID = pod, ctr, cfg.Image.Config, task.Pid()
+	if cfg.TargetContainerID != "" {
+		if sc.TargetPID, err = c.runningPID(ctx, cfg.TargetContainerID); err != nil {
+			return nil, fmt.Errorf("target container: %w", err)
+		}
+	}
 	if sc.OOMScoreAdjFloor == 0 {
 		sc.OOMScoreAdjFloor = c.cfg.OOMScoreAdjFloor
 	}
 	return runtime.ContainerSpec(sc)
+}
+
+// runningPID is the process of a running container's task.
+func (c *Runtime) runningPID(ctx context.Context, id string) (uint32, error) {
+	cont, err := c.client.LoadContainer(ctx, id)
+	if err != nil {
+		return 0, fmt.Errorf("load container %s: %w", id, err)
+	}
+	task, err := cont.Task(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("container %s has no task: %w", id, err)
+	}
+	st, err := task.Status(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("status of container %s: %w", id, err)
+	}
+	if st.Status != ctrdclient.Running {
+		return 0, fmt.Errorf("container %s is %s, not running", id, st.Status)
+	}
+	return task.Pid(), nil
 }
 
 // StartContainer starts a created container's task and records the start.
