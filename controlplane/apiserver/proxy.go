@@ -9,7 +9,8 @@ package apiserver
 // translators (v5.channel.k8s.io to SPDY for exec/attach, the tunnelling
 // handler for port-forward), as upstream does. Only the node's own API is
 // ever dialled: the location is built from the Node, never from the
-// request.
+// request. pods/proxy and services/proxy go to the pod itself
+// (proxy_targets.go).
 
 import (
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,29 +36,33 @@ type NodeConnector interface {
 	NodeLocation(node *corev1.Node) (*url.URL, http.RoundTripper, error)
 }
 
-// connectSubresources are the pod subresources served by the node.
-var connectSubresources = map[string]bool{"log": true, "exec": true, "attach": true, "portforward": true}
+// connectSubresources are the pod subresources served by proxying: by the
+// node, but for proxy (to the pod itself, proxy_targets.go).
+var connectSubresources = map[string]bool{"log": true, "exec": true, "attach": true, "portforward": true, "proxy": true}
 
 // isConnect reports whether info is a connect request (served by proxying).
 func isConnect(info requestInfo) bool {
 	switch info.Resource.GroupVersionResource() {
 	case corev1.SchemeGroupVersion.WithResource("pods"):
 		return connectSubresources[info.Subresource]
-	case corev1.SchemeGroupVersion.WithResource("nodes"):
-		return info.Subresource == "proxy" || strings.HasPrefix(info.Subresource, "proxy/")
+	case corev1.SchemeGroupVersion.WithResource("nodes"), corev1.SchemeGroupVersion.WithResource("services"):
+		return info.Subresource == "proxy"
 	}
 	return false
 }
 
 // serveConnect serves one connect subresource request.
 func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request, info requestInfo) error {
-	if s.cfg.Nodes == nil {
-		return apierrors.NewServiceUnavailable("this API server cannot reach nodes")
-	}
-	// The caller's credentials are for us, not for the node.
+	// The caller's credentials are for us, not for the node or pod.
 	r.Header.Del("Authorization")
-	if info.Resource.Name == "nodes" {
-		return s.serveNodeProxy(w, r, info)
+	if info.Subresource == "proxy" {
+		return s.serveProxy(w, r, info)
+	}
+	if info.SubPath != "" {
+		return apierrors.NewNotFound(groupResource(info.Resource), info.Name+"/"+info.Subresource+info.SubPath)
+	}
+	if s.cfg.Nodes == nil {
+		return errNoNodes
 	}
 	if info.Subresource == "log" && r.Method != http.MethodGet {
 		return apierrors.NewMethodNotSupported(groupResource(info.Resource), r.Method)
@@ -78,6 +84,26 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request, info reque
 	default:
 		return s.servePortForward(w, r, pod)
 	}
+}
+
+// errNoNodes answers what needs a node when no NodeConnector is set.
+var errNoNodes = apierrors.NewServiceUnavailable("this API server cannot reach nodes")
+
+// serveProxy serves the proxy subresources of nodes, pods and services.
+func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, info requestInfo) error {
+	if !slices.Contains(proxyMethods, r.Method) {
+		return apierrors.NewMethodNotSupported(groupResource(info.Resource), r.Method)
+	}
+	switch info.Resource.Name {
+	case "pods":
+		return s.servePodProxy(w, r, info)
+	case "services":
+		return s.serveServiceProxy(w, r, info)
+	}
+	if s.cfg.Nodes == nil {
+		return errNoNodes
+	}
+	return s.serveNodeProxy(w, r, info)
 }
 
 // nodeOf returns the base URL and transport of the nodelet running pod.
@@ -160,19 +186,26 @@ func (s *Server) serveNodeProxy(w http.ResponseWriter, r *http.Request, info req
 		return err
 	}
 	loc := *base
-	loc.Path = "/" + strings.TrimPrefix(strings.TrimPrefix(info.Subresource, "proxy"), "/")
+	loc.Path = info.SubPath
+	if loc.Path == "" {
+		loc.Path = "/"
+	}
 	s.upgradeHandler(&loc, rt, false).ServeHTTP(w, r)
 	return nil
 }
 
 func (s *Server) upgradeHandler(loc *url.URL, rt http.RoundTripper, upgradeRequired bool) *utilproxy.UpgradeAwareHandler {
-	h := utilproxy.NewUpgradeAwareHandler(loc, rt, false, upgradeRequired, proxyResponder{s})
+	h := utilproxy.NewUpgradeAwareHandler(loc, rt, false, upgradeRequired, proxyResponder{s, "node"})
 	h.RejectForwardingRedirects = true
 	return h
 }
 
-// proxyResponder answers a failed proxy attempt with a Status.
-type proxyResponder struct{ s *Server }
+// proxyResponder answers a failed proxy attempt with a Status; target
+// ("node", "pod") is for the log.
+type proxyResponder struct {
+	s      *Server
+	target string
+}
 
 func (p proxyResponder) Error(w http.ResponseWriter, r *http.Request, err error) {
 	var status apierrors.APIStatus
@@ -180,6 +213,6 @@ func (p proxyResponder) Error(w http.ResponseWriter, r *http.Request, err error)
 		writeError(w, err)
 		return
 	}
-	p.s.log.Info("proxy to node failed", "path", r.URL.Path, "err", err)
+	p.s.log.Info("proxy to "+p.target+" failed", "path", r.URL.Path, "err", err)
 	writeError(w, apierrors.NewServiceUnavailable(err.Error()))
 }

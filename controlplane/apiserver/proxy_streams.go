@@ -1,12 +1,14 @@
 package apiserver
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,32 +20,18 @@ import (
 )
 
 // servePodLog checks the PodLogOptions in the query and streams the
-// container's log from the nodelet's /containerLogs.
+// container's log from the nodelet's /containerLogs: as the node answers
+// to a plain GET, and as a WebSocket stream (upstream's StreamObject: the
+// binary.k8s.io and base64.binary.k8s.io protocols) to an upgrade.
 func (s *Server) servePodLog(w http.ResponseWriter, r *http.Request, pod *corev1.Pod, q url.Values) error {
-	container, err := podContainer(pod, q.Get("container"))
+	resp, err := s.openPodLog(r, pod, q)
 	if err != nil {
 		return err
-	}
-	nodeQuery, err := logQuery(pod.Name, q)
-	if err != nil {
-		return err
-	}
-	base, rt, err := s.nodeOf(r, pod)
-	if err != nil {
-		return err
-	}
-	loc := *base
-	loc.Path = path.Join("/containerLogs", pod.Namespace, pod.Name, container)
-	loc.RawQuery = nodeQuery.Encode()
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, loc.String(), nil)
-	if err != nil {
-		return err
-	}
-	resp, err := rt.RoundTrip(req)
-	if err != nil {
-		return apierrors.NewServiceUnavailable(fmt.Sprintf("get logs from node %s: %v", pod.Spec.NodeName, err))
 	}
 	defer resp.Body.Close()
+	if wsstream.IsWebSocketRequest(r) {
+		return s.servePodLogWebSocket(w, r, pod, resp)
+	}
 	for _, h := range []string{"Content-Type", "Content-Length"} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
@@ -55,6 +43,54 @@ func (s *Server) servePodLog(w http.ResponseWriter, r *http.Request, pod *corev1
 	} else {
 		// As upstream: flush only when following; a whole log goes in big writes.
 		io.CopyBuffer(w, resp.Body, make([]byte, 64<<10))
+	}
+	return nil
+}
+
+// openPodLog asks pod's node for the log the query describes.
+func (s *Server) openPodLog(r *http.Request, pod *corev1.Pod, q url.Values) (*http.Response, error) {
+	container, err := podContainer(pod, q.Get("container"))
+	if err != nil {
+		return nil, err
+	}
+	nodeQuery, err := logQuery(pod.Name, q)
+	if err != nil {
+		return nil, err
+	}
+	base, rt, err := s.nodeOf(r, pod)
+	if err != nil {
+		return nil, err
+	}
+	loc := *base
+	loc.Path = path.Join("/containerLogs", pod.Namespace, pod.Name, container)
+	loc.RawQuery = nodeQuery.Encode()
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, loc.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("get logs of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("get logs from node %s: %v", pod.Spec.NodeName, err))
+	}
+	return resp, nil
+}
+
+// servePodLogWebSocket streams a log over a WebSocket. A refusal of the
+// node is answered before the upgrade, as a Status (upstream's generic
+// response checker), since the stream itself has no way to carry one.
+func (s *Server) servePodLogWebSocket(w http.ResponseWriter, r *http.Request, pod *corev1.Pod, resp *http.Response) error {
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return apierrors.NewGenericServerResponse(resp.StatusCode, "get",
+			corev1.Resource("pods/log"), pod.Name, strings.TrimSpace(string(body)), 0, false)
+	}
+	// wsstream's copy drops the bytes of a Read that also returns io.EOF,
+	// as the last Read of a body with a Content-Length does. A
+	// bufio.Reader larger than its 2 KiB reads returns them, and the EOF
+	// in the next call. The WebSocket is kept alive with pings, as upstream's.
+	body := bufio.NewReaderSize(resp.Body, 32<<10)
+	if err := wsstream.NewReader(body, true, wsstream.NewDefaultReaderProtocols()).Copy(w, r); err != nil {
+		s.log.Debug("pod log over websocket ended", "namespace", pod.Namespace, "pod", pod.Name, "err", err)
 	}
 	return nil
 }

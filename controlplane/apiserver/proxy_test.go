@@ -714,6 +714,8 @@ func TestDiscoveryConnectSubresources(t *testing.T) {
 		"pods/exec":        {"PodExecOptions", true, []string{"create", "get"}},
 		"pods/log":         {"Pod", true, []string{"get"}},
 		"pods/portforward": {"PodPortForwardOptions", true, []string{"create", "get"}},
+		"pods/proxy":       {"PodProxyOptions", true, []string{"create", "delete", "get", "patch", "update"}},
+		"services/proxy":   {"ServiceProxyOptions", true, []string{"create", "delete", "get", "patch", "update"}},
 		"pods/status":      {"Pod", true, []string{"get", "patch", "update"}},
 		"nodes/proxy":      {"NodeProxyOptions", false, []string{"create", "delete", "get", "patch", "update"}},
 		"nodes/status":     {"Node", false, []string{"get", "patch", "update"}},

@@ -18,6 +18,11 @@ type requestInfo struct {
 	Namespace   string
 	Name        string
 	Subresource string
+	// SubPath is what follows the subresource, with a leading slash:
+	// "/stats/summary" for /api/v1/nodes/N/proxy/stats/summary. Only the
+	// proxy subresources take one; upstream authorizes them as the bare
+	// subresource ("nodes/proxy"), whatever the path.
+	SubPath string
 }
 
 // parseResourcePath splits /api/v1/... and /apis/G/V/... into a
@@ -53,7 +58,10 @@ func parseResourcePath(method, path string, query map[string][]string, lookup fu
 		info.Name = parts[1]
 	}
 	if len(parts) > 2 {
-		info.Subresource = strings.Join(parts[2:], "/")
+		info.Subresource = parts[2]
+	}
+	if len(parts) > 3 {
+		info.SubPath = "/" + strings.Join(parts[3:], "/")
 	}
 	info.Resource = lookup(info.GV, info.ResourceArg)
 	if info.Resource == nil && info.Namespace != "" && info.Name == "" {
@@ -67,14 +75,16 @@ func parseResourcePath(method, path string, query map[string][]string, lookup fu
 			info.ResourceArg = "namespaces"
 		}
 	}
-	info.Verb = verbFor(method, info.Name, query)
+	info.Verb = verbFor(method, info.Name, info.Subresource, query)
 	return info, true
 }
 
-func verbFor(method, name string, query map[string][]string) string {
+// verbFor is the authorization verb of a request. A subresource is never
+// watched: the query of pods/NAME/proxy/?watch=1 is the pod's own.
+func verbFor(method, name, subresource string, query map[string][]string) string {
 	switch method {
 	case http.MethodGet, http.MethodHead:
-		if isTrue(query["watch"]) {
+		if subresource == "" && isTrue(query["watch"]) {
 			return "watch"
 		}
 		if name == "" {

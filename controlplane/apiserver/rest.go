@@ -38,8 +38,8 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		}
 		return
 	}
-	if info.Subresource != "" && !res.HasSubresource(info.Subresource) {
-		writeError(w, apierrors.NewNotFound(groupResource(res), info.Name+"/"+info.Subresource))
+	if info.Subresource != "" && !res.HasSubresource(info.Subresource) || info.SubPath != "" {
+		writeError(w, apierrors.NewNotFound(groupResource(res), info.Name+"/"+info.Subresource+info.SubPath))
 		return
 	}
 	if r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {

@@ -73,6 +73,9 @@ type Config struct {
 	// Nodes reaches the nodelets for pods/log, exec, attach, portforward
 	// and nodes/proxy (see proxy.go); nil answers those with 503.
 	Nodes NodeConnector
+	// PodTransport dials pods for pods/proxy and services/proxy (see
+	// proxy_targets.go); nil: upstream's proxy transport.
+	PodTransport http.RoundTripper
 	// Metrics provides metrics.k8s.io NodeMetrics and PodMetrics (see
 	// metrics.go); nil: the group is not served.
 	Metrics MetricsSource
@@ -95,6 +98,8 @@ type Server struct {
 	// validator defaults and validates what is not a stored kind
 	// (TokenRequest) with upstream's code.
 	validator *apivalidation.Validator
+	// podTransport is cfg.PodTransport or the default.
+	podTransport http.RoundTripper
 }
 
 // New validates cfg and builds a Server.
@@ -138,6 +143,9 @@ func New(cfg Config) (*Server, error) {
 	s.codec = objectCodec{proto: s.protobuf}
 	if s.validator = cfg.Validator; s.validator == nil {
 		s.validator = apivalidation.New()
+	}
+	if s.podTransport = cfg.PodTransport; s.podTransport == nil {
+		s.podTransport = newPodTransport()
 	}
 	alloc, err := newAdmission(s, cfg.ServiceCIDR)
 	if err != nil {

@@ -27,10 +27,11 @@ func podResource() *Resource {
 		New:          func() runtime.Object { return &corev1.Pod{} },
 		NewList:      func() runtime.Object { return &corev1.PodList{} },
 		// log, exec, attach and portforward are served by the pod's node,
-		// through the API server (connect subresources); eviction is a
-		// delete that respects PodDisruptionBudgets.
-		// ephemeralcontainers adds debugging containers (kubectl debug).
-		Subresources: []string{"status", "binding", "eviction", "ephemeralcontainers", "log", "exec", "attach", "portforward"},
+		// through the API server, and proxy by the pod itself (connect
+		// subresources); eviction is a delete that respects
+		// PodDisruptionBudgets; ephemeralcontainers adds debugging
+		// containers (kubectl debug).
+		Subresources: []string{"status", "binding", "eviction", "ephemeralcontainers", "log", "exec", "attach", "portforward", "proxy"},
 
 		Default:                mutate(func(p *corev1.Pod) { defaultPod(p) }),
 		PrepareForCreate:       mutate(preparePodForCreate),

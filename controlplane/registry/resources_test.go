@@ -20,14 +20,14 @@ func TestAllResources(t *testing.T) {
 		generation     bool
 	}{
 		{"namespaces", "v1", "Namespace", false, []string{"ns"}, []string{"status", "finalize"}, false, false, false},
-		{"pods", "v1", "Pod", true, []string{"po"}, []string{"status", "binding", "eviction", "ephemeralcontainers", "log", "exec", "attach", "portforward"}, true, true, false},
+		{"pods", "v1", "Pod", true, []string{"po"}, []string{"status", "binding", "eviction", "ephemeralcontainers", "log", "exec", "attach", "portforward", "proxy"}, true, true, false},
 		{"nodes", "v1", "Node", false, []string{"no"}, []string{"status", "proxy"}, true, false, false},
 		{"persistentvolumeclaims", "v1", "PersistentVolumeClaim", true, []string{"pvc"}, []string{"status"}, true, false, false},
 		{"podtemplates", "v1", "PodTemplate", true, nil, nil, true, false, true},
 		{"limitranges", "v1", "LimitRange", true, []string{"limits"}, nil, true, false, false},
 		{"resourcequotas", "v1", "ResourceQuota", true, []string{"quota"}, []string{"status"}, true, false, false},
 		{"replicationcontrollers", "v1", "ReplicationController", true, []string{"rc"}, []string{"status", "scale"}, true, true, true},
-		{"services", "v1", "Service", true, []string{"svc"}, []string{"status"}, false, true, false},
+		{"services", "v1", "Service", true, []string{"svc"}, []string{"status", "proxy"}, false, true, false},
 		{"endpoints", "v1", "Endpoints", true, []string{"ep"}, nil, true, false, false},
 		{"configmaps", "v1", "ConfigMap", true, []string{"cm"}, nil, true, false, false},
 		{"secrets", "v1", "Secret", true, nil, nil, true, false, false},

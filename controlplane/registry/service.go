@@ -21,7 +21,8 @@ func serviceResource() *Resource {
 		Verbs:        verbsWithoutDeleteCollection(),
 		New:          func() runtime.Object { return &corev1.Service{} },
 		NewList:      func() runtime.Object { return &corev1.ServiceList{} },
-		Subresources: []string{"status"},
+		// proxy reaches a ready endpoint through the API server.
+		Subresources: []string{"status", "proxy"},
 
 		Default:          mutate(defaultService),
 		PrepareForCreate: mutate(prepareServiceForCreate),
