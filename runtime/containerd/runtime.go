@@ -184,13 +184,15 @@ func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 // snapshot of the pause image. On failure everything created is removed.
 func (c *Runtime) RunSandbox(ctx context.Context, pod *corev1.Pod, cfg runtime.SandboxConfig) (_ string, retErr error) {
 	ctx = c.nsCtx(ctx)
+	// Before an ID exists: the refusal reads the same at every retry, so
+	// the pod's events about it aggregate.
+	opts, err := c.runtimeOptions(cfg.RuntimeHandler)
+	if err != nil {
+		return "", fmt.Errorf("run sandbox of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
 	id := newID()
 	wrap := func(op string, err error) error {
 		return fmt.Errorf("run sandbox %s of pod %s/%s: %s: %w", id, pod.Namespace, pod.Name, op, err)
-	}
-	opts, err := c.runtimeOptions(cfg.RuntimeHandler)
-	if err != nil {
-		return "", wrap("runtime handler", err)
 	}
 	spec := cfg.Spec
 	if spec == nil {
