@@ -76,6 +76,14 @@ func TestRuntimeClass(t *testing.T) {
 	if out := cp.must("get", "runtimeclasses"); !strings.Contains(out, "HANDLER") || !strings.Contains(out, "runc-alt") {
 		t.Fatalf("kubectl get runtimeclasses:\n%s", out)
 	}
+	// The node reads RuntimeClasses through upstream's Node authorizer
+	// (its NodeRules: get, list, watch).
+	for _, verb := range []string{"get", "list", "watch"} {
+		if out, _, _ := cp.kubectl("auth", "can-i", verb, "runtimeclasses.node.k8s.io",
+			"--as", "system:node:"+node.name, "--as-group", "system:nodes"); strings.TrimSpace(out) != "yes" {
+			t.Errorf("can node %s %s runtimeclasses: %q", node.name, verb, out)
+		}
+	}
 
 	t.Run("overhead and handler", func(t *testing.T) {
 		if out, errOut, err := cp.kubectlStdin(runtimeClassPod("alt-pod", "alt"), "apply", "-f", "-"); err != nil {
