@@ -43,6 +43,9 @@ type Config struct {
 	// RuntimeBinary is the OCI runtime the shim runs (runc when empty;
 	// --runtime-binary, e.g. crun): see containerd.Config.
 	RuntimeBinary string
+	// RuntimeHandlers maps RuntimeClass handlers to OCI runtimes
+	// (--runtime-handlers): see containerd.Config.
+	RuntimeHandlers map[string]string
 	// LogRoot holds the pods' CRI logs (runtime.DefaultLogRoot when empty).
 	LogRoot string
 	// LoggerCommand starts the node's container logger (the nodelet

@@ -44,8 +44,9 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 	}
 	a.log.Info("cgroup driver", "driver", c.driver, "mode", cgroups.DetectMode())
 	c.rt, err = containerd.New(ctx, containerd.Config{Address: a.cfg.ContainerdAddress, Namespace: a.cfg.ContainerdNamespace,
-		RuncRoot: a.cfg.RuncRoot, RuntimeBinary: a.cfg.RuntimeBinary, SystemdCgroup: c.driver == cgroups.DriverSystemd,
-		StateDir: a.cfg.StateDir, LogRoot: a.cfg.LogRoot, Logs: a.containerLogs(), LogRotation: a.logRotation(),
+		RuncRoot: a.cfg.RuncRoot, RuntimeBinary: a.cfg.RuntimeBinary, RuntimeHandlers: a.cfg.RuntimeHandlers,
+		SystemdCgroup: c.driver == cgroups.DriverSystemd,
+		StateDir:      a.cfg.StateDir, LogRoot: a.cfg.LogRoot, Logs: a.containerLogs(), LogRotation: a.logRotation(),
 		OOMScoreAdjFloor: c.floor, Logger: a.log.With("component", "runtime"),
 		Registry: containerd.RegistryConfig{ConfigDir: a.cfg.RegistryConfigDir, MaxParallelPulls: a.cfg.MaxParallelImagePulls,
 			ObservePull: a.metrics.ObservePull}})

@@ -28,6 +28,7 @@ import (
 	"github.com/nodelet/nodelet/prober"
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/containerd"
+	"github.com/nodelet/nodelet/runtimeclass"
 	"github.com/nodelet/nodelet/status"
 )
 
@@ -83,10 +84,12 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	// One factory of Services and EndpointSlices serves the pods'
 	// environment, the proxy and the cluster DNS: one watch of each per
 	// node. Every node holds all of them, so what none of those reads
-	// (managed fields, annotations) is dropped on arrival.
+	// (managed fields, annotations) is dropped on arrival. The same
+	// factory holds the RuntimeClasses, as kubelet watches them all.
 	w.svcFactory = informers.NewSharedInformerFactoryWithOptions(a.client, 0, informers.WithTransform(dropUnread))
 	w.services = w.svcFactory.Core().V1().Services().Informer()
 	w.svcFactory.Discovery().V1().EndpointSlices().Informer() // registered before Start
+	w.svcFactory.Node().V1().RuntimeClasses().Informer()
 	if err := a.wireWorkers(w, recorder); err != nil {
 		return nil, err
 	}
@@ -135,11 +138,12 @@ func (a *Agent) wireWorkers(w *wired, recorder podlifecycle.EventRecorder) error
 		return err
 	}
 	services := w.svcFactory.Core().V1().Services().Lister()
+	classes := runtimeclass.New(w.svcFactory.Node().V1().RuntimeClasses().Lister(), a.client.NodeV1().RuntimeClasses())
 	board := w.board
 	syncer, err := podlifecycle.NewSyncer(podlifecycle.SyncerConfig{Runtime: w.rt, Network: w.net, Cgroups: w.cg, CgroupDriver: w.driver,
 		Volumes: w.vols, Status: w.status, Evicted: w.evictions, PodStatus: w.rt.PodStatus,
 		Backoff:  runtime.NewBackoff(10*time.Second, 5*time.Minute, time.Now),
-		Recorder: pullTimingRecorder{recorder, a.metrics.PodStart()}, Probes: w.probes,
+		Recorder: pullTimingRecorder{recorder, a.metrics.PodStart()}, Probes: w.probes, RuntimeHandler: classes.Handler,
 		Services:   func() ([]*corev1.Service, error) { return services.List(labels.Everything()) },
 		Objects:    podlifecycle.APIObjects{Client: a.client},
 		PauseImage: a.cfg.PodInfraImage, NodeName: a.cfg.NodeName, NodeIP: w.node.Host().InternalIP,

@@ -130,6 +130,9 @@ type SyncerConfig struct {
 	// Evicted, optional, gives the final status of the pods the eviction
 	// manager evicted; SyncTerminatingPod sets it once they are stopped.
 	Evicted EvictedStatus
+	// RuntimeHandler, optional, gives the handler of the pod's
+	// RuntimeClass for its sandbox (runtimeclass.go); nil: the default.
+	RuntimeHandler RuntimeHandlerFunc
 	// Backoff delays crashing containers' restarts; nil never delays.
 	Backoff    *runtime.Backoff
 	PauseImage string

@@ -32,6 +32,7 @@ type fakeRuntime struct {
 	startErr   map[string]error // by container ID
 	sandboxes  []runtime.SandboxStatus
 	containers []runtime.ContainerStatus
+	handlers   []string // RunSandbox's runtime handlers
 }
 
 func (f *fakeRuntime) EnsureImage(_ context.Context, ref string, _ corev1.PullPolicy) (runtime.Image, error) {
@@ -56,6 +57,7 @@ func (f *fakeRuntime) ExecSync(_ context.Context, id string, _ []string) ([]byte
 
 func (f *fakeRuntime) RunSandbox(_ context.Context, _ *corev1.Pod, cfg runtime.SandboxConfig) (string, error) {
 	f.calls = append(f.calls, "RunSandbox "+cfg.NetNSPath)
+	f.handlers = append(f.handlers, cfg.RuntimeHandler)
 	if f.runErr != nil {
 		return "", f.runErr
 	}

@@ -38,6 +38,10 @@ func (s *Syncer) createSandbox(ctx context.Context, pod *corev1.Pod, podCgroup s
 	wrap := func(op string, err error) error {
 		return fmt.Errorf("create sandbox for pod %s: %s: %w", podRef(pod), op, err)
 	}
+	handler, err := s.runtimeHandler(ctx, pod)
+	if err != nil {
+		return sandboxInfo{}, wrap("runtime class", err)
+	}
 	pause, err := s.cfg.Runtime.EnsureImage(ctx, s.cfg.PauseImage, corev1.PullIfNotPresent)
 	if err != nil {
 		return sandboxInfo{}, wrap("pause image "+s.cfg.PauseImage, err)
@@ -61,7 +65,7 @@ func (s *Syncer) createSandbox(ctx context.Context, pod *corev1.Pod, podCgroup s
 		netnsPath, ip = res.NetNSPath, res.IP.String()
 	}
 	id, err := s.cfg.Runtime.RunSandbox(ctx, pod, runtime.SandboxConfig{
-		Image: pause, NetNSPath: netnsPath, Attempt: attempt,
+		Image: pause, NetNSPath: netnsPath, Attempt: attempt, RuntimeHandler: handler,
 		CgroupsPath: cgroups.ContainerCgroupsPath(s.cfg.CgroupDriver, podCgroup, "sandbox-"+newNetworkID()),
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -14,12 +15,30 @@ import (
 // sandbox whose pause process is not running.
 var ErrSandboxNotRunning = errors.New("runtime: sandbox is not running")
 
+// UnknownRuntimeHandlerError is returned when a sandbox asks for a
+// RuntimeClass handler the node has no OCI runtime for: the pod cannot run
+// here until the node's configuration names one. Its text is containerd
+// CRI's, which kubelet's FailedCreatePodSandBox events carry.
+type UnknownRuntimeHandlerError struct{ Handler string }
+
+func (e *UnknownRuntimeHandlerError) Error() string {
+	return fmt.Sprintf("no runtime for %q is configured", e.Handler)
+}
+
+// DefaultRuntimeHandler is the handler of pods without a RuntimeClass
+// (upstream's runc default); the node's default OCI runtime serves it.
+const DefaultRuntimeHandler = "runc"
+
 // SandboxConfig describes one sandbox of a pod.
 type SandboxConfig struct {
 	Image       Image  // the pause image (EnsureImage)
 	NetNSPath   string // the pod's network namespace, prepared by the caller
 	CgroupsPath string // the pod's cgroup
 	Attempt     uint32 // how many sandboxes the pod had before
+	// RuntimeHandler is the handler of the pod's RuntimeClass ("" or
+	// DefaultRuntimeHandler: the node's default OCI runtime). The pod's
+	// containers run with their sandbox's runtime.
+	RuntimeHandler string
 	// Spec is the pause container's spec; nil builds it with SandboxSpec
 	// from the pod, the image, NetNSPath, CgroupsPath and the floor.
 	Spec *specs.Spec

@@ -20,7 +20,7 @@ type options struct {
 	cfg                                                  nodelet.Config
 	kubeconfig, configFile, logLevel                     string
 	cniBinDirs, clusterDNS, systemReserved, kubeReserved string
-	nodeLabels, taints                                   string
+	nodeLabels, taints, runtimeHandlers                  string
 	apiQPS                                               float64
 	apiBurst, maxPulls, healthzPort                      int
 	serializePulls, version                              bool
@@ -66,6 +66,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&cfg.ContainerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd socket (a path or unix://PATH)")
 	fs.StringVar(&cfg.ContainerdNamespace, "containerd-namespace", containerd.DefaultNamespace, "containerd namespace of the pods")
 	fs.StringVar(&cfg.RuntimeBinary, "runtime-binary", "", "OCI runtime the containerd shim runs, by name on containerd's PATH or by path (runc when empty; crun works too)")
+	fs.StringVar(&o.runtimeHandlers, "runtime-handlers", "", "RuntimeClass handlers and the OCI runtime each runs pods with, handler=binary,... (e.g. crun=/usr/bin/crun); "+
+		"the default handler runc is --runtime-binary unless named here, and pods of any other handler are refused")
 	fs.StringVar(&o.cniBinDirs, "cni-bin-dir", strings.Join(network.DefaultBinDirs, ":"), "colon-separated CNI plugin directories")
 	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", network.DefaultConfDir, "CNI configuration directory")
 	fs.StringVar(&cfg.BridgeName, "bridge-name", "", "Linux bridge of the generated CNI config (default "+network.DefaultBridgeName+")")

@@ -112,6 +112,10 @@ func (o *options) checks() []check {
 		}},
 		{"node-labels", func() error { cfg.NodeLabels, err = parseLabels(o.nodeLabels); return err }},
 		{"register-with-taints", func() error { cfg.RegisterWithTaints, err = parseTaints(o.taints); return err }},
+		{"runtime-handlers", func() error {
+			cfg.RuntimeHandlers, err = parseRuntimeHandlers(o.runtimeHandlers, cfg.RuntimeBinary)
+			return err
+		}},
 		{"kube-api-qps", func() error { return positive(o.apiQPS) }},
 		{"kube-api-burst", func() error { return atLeast(o.apiBurst, 1) }},
 		{"address", func() error { return checkIP(cfg.Address) }},

@@ -133,6 +133,10 @@ func TestNewFlags(t *testing.T) {
 		!reflect.DeepEqual(o.cfg.RegisterWithTaints, wantTaints) || o.cfg.HealthzPort != -1 || o.cfg.HealthzBindAddress != "::1" {
 		t.Errorf("cfg = %+v", o.cfg)
 	}
+	o = mustParse(t, "--runtime-handlers", "runc=/usr/sbin/runc, crun=/usr/bin/crun", "--runtime-binary", "/usr/sbin/runc")
+	if want := map[string]string{"runc": "/usr/sbin/runc", "crun": "/usr/bin/crun"}; !reflect.DeepEqual(o.cfg.RuntimeHandlers, want) {
+		t.Errorf("runtime handlers %v, want %v", o.cfg.RuntimeHandlers, want)
+	}
 	o = mustParse(t, "--system-reserved", "cpu=1,memory=1Gi", "--serialize-image-pulls=false")
 	if !o.cfg.SystemReserved.Memory().Equal(resource.MustParse("1Gi")) || o.cfg.MaxParallelImagePulls != -1 {
 		t.Errorf("reserved %v, pulls %d", o.cfg.SystemReserved, o.cfg.MaxParallelImagePulls)
@@ -155,6 +159,10 @@ func TestBadValuesNameTheFlagOrField(t *testing.T) {
 		{args: []string{"--node-labels", "novalue"}, want: "--node-labels"},
 		{args: []string{"--node-labels", "k=bad value"}, want: "--node-labels"},
 		{args: []string{"--register-with-taints", "k=v"}, want: "--register-with-taints"},
+		{args: []string{"--runtime-handlers", "crun"}, want: "--runtime-handlers"},
+		{args: []string{"--runtime-handlers", "Crun=/usr/bin/crun"}, want: "--runtime-handlers"},
+		{args: []string{"--runtime-handlers", "crun=a,crun=b"}, want: "--runtime-handlers"},
+		{args: []string{"--runtime-binary", "/a/runc", "--runtime-handlers", "runc=/b/runc"}, want: "--runtime-handlers"},
 		{args: []string{"--register-with-taints", "k=v:Sometimes"}, want: "--register-with-taints"},
 		{args: []string{"--cgroup-driver", "cgroupv3"}, want: "--cgroup-driver"},
 		{args: []string{"--cluster-dns", "10.0.0.1,dns"}, want: "--cluster-dns"},

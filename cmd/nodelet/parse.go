@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nodelet/nodelet/admission"
+	"github.com/nodelet/nodelet/runtime"
 )
 
 // parseResourceList parses "cpu=500m,memory=256Mi" as kubelet's
@@ -59,6 +60,34 @@ func parseLabels(s string) (map[string]string, error) {
 			return nil, fmt.Errorf("label %s value %q: %s", k, v, strings.Join(errs, "; "))
 		}
 		out[k] = v
+	}
+	return out, nil
+}
+
+// parseRuntimeHandlers parses --runtime-handlers, "handler=binary,...":
+// handlers are DNS labels, as RuntimeClass.handler must be. The default
+// handler (runc) may be named only if --runtime-binary (binary) is unset
+// or says the same, so that one flag does not silently override the other.
+func parseRuntimeHandlers(s, binary string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		h, bin, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || bin == "" {
+			return nil, fmt.Errorf("%q is not handler=binary", kv)
+		}
+		if errs := validation.IsDNS1123Label(h); len(errs) > 0 {
+			return nil, fmt.Errorf("handler %q: %s", h, strings.Join(errs, "; "))
+		}
+		if _, dup := out[h]; dup {
+			return nil, fmt.Errorf("handler %q named twice", h)
+		}
+		if h == runtime.DefaultRuntimeHandler && binary != "" && binary != bin {
+			return nil, fmt.Errorf("handler %s=%s contradicts --runtime-binary=%s", h, bin, binary)
+		}
+		out[h] = bin
 	}
 	return out, nil
 }

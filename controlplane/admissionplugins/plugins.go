@@ -21,6 +21,7 @@ import (
 	"k8s.io/kubernetes/plugin/pkg/admission/noderestriction"
 	"k8s.io/kubernetes/plugin/pkg/admission/nodetaint"
 	"k8s.io/kubernetes/plugin/pkg/admission/priority"
+	"k8s.io/kubernetes/plugin/pkg/admission/runtimeclass"
 	"k8s.io/kubernetes/plugin/pkg/admission/security/podsecurity"
 	"k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
 )
@@ -36,6 +37,7 @@ var DefaultPlugins = []string{
 	podsecurity.PluginName,
 	priority.PluginName,
 	defaulttolerationseconds.PluginName,
+	runtimeclass.PluginName,
 	mutatingwebhook.PluginName,
 	validatingpolicy.PluginName,
 	validatingwebhook.PluginName,
@@ -52,6 +54,7 @@ func register(plugins *admission.Plugins) {
 	podsecurity.Register(plugins)
 	priority.Register(plugins)
 	defaulttolerationseconds.Register(plugins)
+	runtimeclass.Register(plugins)
 	mutatingwebhook.Register(plugins)
 	validatingpolicy.Register(plugins)
 	validatingwebhook.Register(plugins)
@@ -99,6 +102,11 @@ var reaches = map[string]func(admission.Attributes) bool{
 	},
 	defaulttolerationseconds.PluginName: func(a admission.Attributes) bool {
 		return a.GetSubresource() == "" && a.GetResource().GroupResource() == podsResource
+	},
+	// Pod creates only: the class's overhead and scheduling are the
+	// pod's from its creation on.
+	runtimeclass.PluginName: func(a admission.Attributes) bool {
+		return a.GetOperation() == admission.Create && a.GetSubresource() == "" && a.GetResource().GroupResource() == podsResource
 	},
 	// Pods (and the subresources that change their spec), namespaces
 	// (their labels) and the kinds with a pod template, not their

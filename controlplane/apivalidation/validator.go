@@ -36,6 +36,8 @@ import (
 	discoveryv1 "k8s.io/kubernetes/pkg/apis/discovery/v1"
 	"k8s.io/kubernetes/pkg/apis/events"
 	eventsapiv1 "k8s.io/kubernetes/pkg/apis/events/v1"
+	"k8s.io/kubernetes/pkg/apis/node"
+	nodev1 "k8s.io/kubernetes/pkg/apis/node/v1"
 	"k8s.io/kubernetes/pkg/apis/policy"
 	policyv1 "k8s.io/kubernetes/pkg/apis/policy/v1"
 	"k8s.io/kubernetes/pkg/apis/rbac"
@@ -65,6 +67,7 @@ func New() *Validator {
 		batch.AddToScheme, batchv1.AddToScheme,
 		policy.AddToScheme, policyv1.AddToScheme,
 		scheduling.AddToScheme, schedulingv1.AddToScheme,
+		node.AddToScheme, nodev1.AddToScheme,
 		autoscaling.AddToScheme, autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
 		events.AddToScheme, eventsapiv1.AddToScheme,
 		authentication.AddToScheme, authenticationapiv1.AddToScheme,
@@ -180,6 +183,9 @@ func (v *Validator) Validate(obj runtime.Object) field.ErrorList {
 	if errs, ok := validateGroupsCreate(in); ok {
 		return errs
 	}
+	if errs, ok := validateNodeGroup(in, nil); ok {
+		return errs
+	}
 	if errs, ok := validateRBAC(in, nil); ok {
 		return errs
 	}
@@ -205,6 +211,9 @@ func (v *Validator) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
 		return errs
 	}
 	if errs, ok := validateGroupsUpdate(in, oldIn); ok {
+		return errs
+	}
+	if errs, ok := validateNodeGroup(in, oldIn); ok {
 		return errs
 	}
 	if errs, ok := validateRBAC(in, oldIn); ok {

@@ -9,6 +9,7 @@ import (
 	appsv1api "k8s.io/api/apps/v1"
 	batchv1api "k8s.io/api/batch/v1"
 	corev1api "k8s.io/api/core/v1"
+	nodev1api "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -43,7 +44,8 @@ func Warns(obj runtime.Object) bool {
 	case *corev1api.Pod, *corev1api.PodTemplate, *corev1api.ReplicationController, *corev1api.Service,
 		*corev1api.PersistentVolumeClaim, *corev1api.ResourceQuota, *appsv1api.Deployment, *appsv1api.ReplicaSet, *appsv1api.DaemonSet,
 		*appsv1api.StatefulSet, *batchv1api.Job, *batchv1api.CronJob,
-		*admissionregistrationv1api.MutatingWebhookConfiguration, *admissionregistrationv1api.ValidatingWebhookConfiguration:
+		*admissionregistrationv1api.MutatingWebhookConfiguration, *admissionregistrationv1api.ValidatingWebhookConfiguration,
+		*nodev1api.RuntimeClass:
 		return true
 	}
 	return false
@@ -58,6 +60,9 @@ func (v *Validator) WarningsOnCreate(obj runtime.Object) []string {
 	}
 	ctx := context.Background()
 	if warnings, ok := webhookWarnings(ctx, in, nil); ok {
+		return warnings
+	}
+	if warnings, ok := nodeGroupWarnings(in); ok {
 		return warnings
 	}
 	switch o := in.(type) {
@@ -101,6 +106,9 @@ func (v *Validator) WarningsOnUpdate(obj, old runtime.Object) []string {
 	}
 	ctx := context.Background()
 	if warnings, ok := webhookWarnings(ctx, in, oldIn); ok {
+		return warnings
+	}
+	if warnings, ok := nodeGroupWarnings(in); ok {
 		return warnings
 	}
 	switch o := in.(type) {

@@ -53,6 +53,7 @@ func AllWith(v *apivalidation.Validator) []*Resource {
 	resources = append(resources, admissionRegistrationResources()...)
 	resources = append(resources,
 		priorityClassResource(),
+		runtimeClassResource(),
 		selfSubjectReviewResource(),
 		tokenReviewResource(),
 	)

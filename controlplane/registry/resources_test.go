@@ -47,6 +47,7 @@ func TestAllResources(t *testing.T) {
 		{"events", "events.k8s.io/v1", "Event", true, []string{"ev"}, nil, true, false, false},
 		{"poddisruptionbudgets", "policy/v1", "PodDisruptionBudget", true, []string{"pdb"}, []string{"status"}, true, false, true},
 		{"priorityclasses", "scheduling.k8s.io/v1", "PriorityClass", false, []string{"pc"}, nil, true, false, true},
+		{"runtimeclasses", "node.k8s.io/v1", "RuntimeClass", false, nil, nil, true, false, false},
 		{"clusterrolebindings", "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", false, nil, nil, true, false, false},
 		{"clusterroles", "rbac.authorization.k8s.io/v1", "ClusterRole", false, nil, nil, true, false, false},
 		{"rolebindings", "rbac.authorization.k8s.io/v1", "RoleBinding", true, nil, nil, true, false, false},
@@ -154,7 +155,7 @@ func TestWarningHooks(t *testing.T) {
 	warned := map[string]bool{"pods": true, "podtemplates": true, "replicationcontrollers": true, "services": true,
 		"persistentvolumeclaims": true, "deployments": true, "replicasets": true, "daemonsets": true,
 		"statefulsets": true, "jobs": true, "cronjobs": true, "resourcequotas": true,
-		"mutatingwebhookconfigurations": true, "validatingwebhookconfigurations": true}
+		"mutatingwebhookconfigurations": true, "validatingwebhookconfigurations": true, "runtimeclasses": true}
 	for _, r := range All() {
 		if got := r.WarningsOnCreate != nil && r.WarningsOnUpdate != nil; got != warned[r.Name] {
 			t.Errorf("%s %s: warning hooks %v, want %v", r.GroupVersion, r.Name, got, warned[r.Name])

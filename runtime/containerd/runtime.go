@@ -26,7 +26,6 @@ import (
 	"syscall"
 	"time"
 
-	runcoptions "github.com/containerd/containerd/api/types/runc/options"
 	ctrdclient "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
@@ -58,6 +57,11 @@ type Config struct {
 	// default, when empty) or a compatible one such as crun, by name on
 	// containerd's PATH or by path (--runtime-binary).
 	RuntimeBinary string
+	// RuntimeHandlers maps RuntimeClass handlers to the OCI runtime the
+	// runc shim runs for their pods, by name on containerd's PATH or by
+	// path (--runtime-handlers; handlers.go). The default handler, runc,
+	// is RuntimeBinary unless named here; other handlers are refused.
+	RuntimeHandlers map[string]string
 	// SystemdCgroup makes runc manage the containers' cgroups through
 	// systemd (runc's --systemd-cgroup; cgroupsPath is then
 	// "slice:prefix:name", see cgroups.ContainerCgroupsPath). It must be
@@ -153,15 +157,6 @@ func (c *Runtime) nsCtx(ctx context.Context) context.Context {
 	return namespaces.WithNamespace(ctx, c.cfg.Namespace)
 }
 
-// runtimeOptions are the runc shim's options (nil: its defaults, which
-// are runc's state in /run/containerd/runc and the cgroupfs driver).
-func (c *Runtime) runtimeOptions() any {
-	if c.cfg.RuncRoot == "" && !c.cfg.SystemdCgroup && c.cfg.RuntimeBinary == "" {
-		return nil
-	}
-	return &runcoptions.Options{Root: c.cfg.RuncRoot, SystemdCgroup: c.cfg.SystemdCgroup, BinaryName: c.cfg.RuntimeBinary}
-}
-
 // podLabels are the labels shared by a pod's sandboxes and containers.
 func podLabels(pod *corev1.Pod, kind string, attempt uint32) map[string]string {
 	return map[string]string{
@@ -189,13 +184,18 @@ func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 // snapshot of the pause image. On failure everything created is removed.
 func (c *Runtime) RunSandbox(ctx context.Context, pod *corev1.Pod, cfg runtime.SandboxConfig) (_ string, retErr error) {
 	ctx = c.nsCtx(ctx)
+	// Before an ID exists: the refusal reads the same at every retry, so
+	// the pod's events about it aggregate.
+	opts, err := c.runtimeOptions(cfg.RuntimeHandler)
+	if err != nil {
+		return "", fmt.Errorf("run sandbox of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
 	id := newID()
 	wrap := func(op string, err error) error {
 		return fmt.Errorf("run sandbox %s of pod %s/%s: %s: %w", id, pod.Namespace, pod.Name, op, err)
 	}
 	spec := cfg.Spec
 	if spec == nil {
-		var err error
 		spec, err = runtime.SandboxSpec(runtime.SandboxSpecConfig{
 			Pod: pod, Image: cfg.Image.Config, NetNSPath: cfg.NetNSPath,
 			CgroupsPath: cfg.CgroupsPath, OOMScoreAdjFloor: c.cfg.OOMScoreAdjFloor,
@@ -210,7 +210,7 @@ func (c *Runtime) RunSandbox(ctx context.Context, pod *corev1.Pod, cfg runtime.S
 	}
 	labels := podLabels(pod, runtime.KindSandbox, cfg.Attempt)
 	labels[runtime.LabelNetNSPath] = cfg.NetNSPath
-	cont, err := c.newContainer(ctx, id, img, labels, spec)
+	cont, err := c.newContainer(ctx, id, img, labels, spec, ctrdclient.WithRuntime(c.cfg.Runtime, opts))
 	if err != nil {
 		return "", wrap("create container", err)
 	}
@@ -294,6 +294,10 @@ func (c *Runtime) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *cor
 	if err != nil {
 		return "", wrap("spec", err)
 	}
+	withRuntime, err := c.sandboxRuntime(ctx, cfg.SandboxID)
+	if err != nil {
+		return "", wrap("runtime", err)
+	}
 	if cfg.SandboxID != "" {
 		// The runc shim serves every container of a group: one shim per
 		// pod (as with CRI) instead of one per container halves the shim
@@ -321,7 +325,7 @@ func (c *Runtime) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *cor
 	if cfg.Init {
 		labels[runtime.LabelInit] = "true"
 	}
-	cont, err := c.newContainer(ctx, id, img, labels, spec)
+	cont, err := c.newContainer(ctx, id, img, labels, spec, withRuntime)
 	if err != nil {
 		return "", wrap("create container", err)
 	}
@@ -554,9 +558,10 @@ func killAndWait(ctx context.Context, task ctrdclient.Task, stop syscall.Signal,
 	}
 }
 
-// newContainer creates a container of the nodelet's runtime with a fresh
-// snapshot of img.
-func (c *Runtime) newContainer(ctx context.Context, id string, img ctrdclient.Image, labels map[string]string, spec *specs.Spec) (ctrdclient.Container, error) {
+// newContainer creates a container with a fresh snapshot of img, run by
+// withRuntime (the shim and its options).
+func (c *Runtime) newContainer(ctx context.Context, id string, img ctrdclient.Image, labels map[string]string, spec *specs.Spec,
+	withRuntime ctrdclient.NewContainerOpts) (ctrdclient.Container, error) {
 	cont, err := c.client.NewContainer(ctx, id,
 		ctrdclient.WithImage(img),
 		ctrdclient.WithSnapshotter(c.cfg.SnapshotterName),
@@ -565,7 +570,7 @@ func (c *Runtime) newContainer(ctx context.Context, id string, img ctrdclient.Im
 		// The image's STOPSIGNAL, read back by stopTask.
 		ctrdclient.WithImageStopSignal(img, "SIGTERM"),
 		ctrdclient.WithSpec(spec),
-		ctrdclient.WithRuntime(c.cfg.Runtime, c.runtimeOptions()),
+		withRuntime,
 	)
 	if err != nil {
 		return nil, err
