@@ -69,6 +69,12 @@ func validateGroupsCreate(obj runtime.Object) (field.ErrorList, bool) {
 		return storagevalidation.ValidateVolumeAttachment(o), true
 	case *storage.CSIDriver:
 		return storagevalidation.ValidateCSIDriver(o), true
+	case *storage.StorageClass:
+		return storagevalidation.ValidateStorageClass(o), true
+	case *storage.CSINode:
+		return storagevalidation.ValidateCSINode(o), true
+	case *storage.CSIStorageCapacity:
+		return storagevalidation.ValidateCSIStorageCapacity(o, storagevalidation.CSIStorageCapacityValidateOptions{}), true
 	}
 	return nil, false
 }
@@ -104,6 +110,12 @@ func validateGroupsUpdate(obj, old runtime.Object) (field.ErrorList, bool) {
 		return storagevalidation.ValidateVolumeAttachmentUpdate(o, old.(*storage.VolumeAttachment)), true
 	case *storage.CSIDriver:
 		return storagevalidation.ValidateCSIDriverUpdate(o, old.(*storage.CSIDriver)), true
+	case *storage.StorageClass:
+		return storagevalidation.ValidateStorageClassUpdate(o, old.(*storage.StorageClass)), true
+	case *storage.CSINode:
+		return storagevalidation.ValidateCSINodeUpdate(o, old.(*storage.CSINode)), true
+	case *storage.CSIStorageCapacity:
+		return storagevalidation.ValidateCSIStorageCapacityUpdate(o, old.(*storage.CSIStorageCapacity)), true
 	}
 	return nil, false
 }

@@ -49,7 +49,8 @@ func AllWith(v *apivalidation.Validator) []*Resource {
 		podDisruptionBudgetResource(),
 	}
 	resources = append(resources, rbacResources()...)
-	resources = append(resources, csiDriverResource(), volumeAttachmentResource())
+	resources = append(resources, csiDriverResource(), volumeAttachmentResource(),
+		storageClassResource(), csiNodeResource(), csiStorageCapacityResource())
 	resources = append(resources, admissionRegistrationResources()...)
 	resources = append(resources,
 		priorityClassResource(),
