@@ -4,7 +4,8 @@
 // StatefulSets, PodDisruptionBudgets, finished-Job TTLs,
 // HorizontalPodAutoscalers (on the API server's own metrics.k8s.io),
 // namespaces' default ServiceAccounts and the kube-root-ca.crt ConfigMaps,
-// ResourceQuotas' usage.
+// ResourceQuotas' usage, and the storage controllers: PersistentVolume
+// binding and the pvc- and pv-protection finalizers (volumes.go).
 // It only wires them as cmd/kube-controller-manager does: a client of its
 // own per controller (named by its user agent), the shared informer
 // factory, upstream's default worker counts. Each controller makes its own
@@ -142,6 +143,9 @@ func builders() map[string]builder {
 		"root-ca-cert-publisher":             buildRootCAPublisher,
 		"clusterrole-aggregation-controller": buildClusterRoleAggregation,
 		"resourcequota-controller":           buildResourceQuota,
+		"persistent-volume-binder":           buildPersistentVolumeBinder,
+		"pvc-protection-controller":          buildPVCProtection,
+		"pv-protection-controller":           buildPVProtection,
 		tokensController:                     buildTokens,
 	}
 }
