@@ -24,6 +24,9 @@ import (
 	"k8s.io/kubernetes/plugin/pkg/admission/runtimeclass"
 	"k8s.io/kubernetes/plugin/pkg/admission/security/podsecurity"
 	"k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
+	"k8s.io/kubernetes/plugin/pkg/admission/storage/persistentvolume/resize"
+	"k8s.io/kubernetes/plugin/pkg/admission/storage/storageclass/setdefault"
+	"k8s.io/kubernetes/plugin/pkg/admission/storage/storageobjectinuseprotection"
 )
 
 // DefaultPlugins are the plugins on by default, in kube-apiserver's
@@ -37,6 +40,9 @@ var DefaultPlugins = []string{
 	podsecurity.PluginName,
 	priority.PluginName,
 	defaulttolerationseconds.PluginName,
+	setdefault.PluginName,
+	storageobjectinuseprotection.PluginName,
+	resize.PluginName,
 	runtimeclass.PluginName,
 	mutatingwebhook.PluginName,
 	validatingpolicy.PluginName,
@@ -54,6 +60,9 @@ func register(plugins *admission.Plugins) {
 	podsecurity.Register(plugins)
 	priority.Register(plugins)
 	defaulttolerationseconds.Register(plugins)
+	setdefault.Register(plugins)
+	storageobjectinuseprotection.Register(plugins)
+	resize.Register(plugins)
 	runtimeclass.Register(plugins)
 	mutatingwebhook.Register(plugins)
 	validatingpolicy.Register(plugins)
@@ -74,6 +83,7 @@ var nodes = nodeidentifier.NewDefaultNodeIdentifier()
 var (
 	podsResource    = schema.GroupResource{Resource: "pods"}
 	claimsResource  = schema.GroupResource{Resource: "persistentvolumeclaims"}
+	volumesResource = schema.GroupResource{Resource: "persistentvolumes"}
 	nodesResource   = schema.GroupResource{Resource: "nodes"}
 	classesResource = schema.GroupResource{Group: "scheduling.k8s.io", Resource: "priorityclasses"}
 )
@@ -102,6 +112,19 @@ var reaches = map[string]func(admission.Attributes) bool{
 	},
 	defaulttolerationseconds.PluginName: func(a admission.Attributes) bool {
 		return a.GetSubresource() == "" && a.GetResource().GroupResource() == podsResource
+	},
+	// Claim creates: a claim without a class gets the default one.
+	setdefault.PluginName: func(a admission.Attributes) bool {
+		return a.GetOperation() == admission.Create && a.GetSubresource() == "" && a.GetResource().GroupResource() == claimsResource
+	},
+	// Claim and volume creates get their protection finalizer.
+	storageobjectinuseprotection.PluginName: func(a admission.Attributes) bool {
+		gr := a.GetResource().GroupResource()
+		return a.GetOperation() == admission.Create && a.GetSubresource() == "" && (gr == claimsResource || gr == volumesResource)
+	},
+	// Claim updates: a larger request needs a class that allows expansion.
+	resize.PluginName: func(a admission.Attributes) bool {
+		return a.GetOperation() == admission.Update && a.GetSubresource() == "" && a.GetResource().GroupResource() == claimsResource
 	},
 	// Pod creates only: the class's overhead and scheduling are the
 	// pod's from its creation on.
