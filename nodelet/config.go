@@ -84,6 +84,10 @@ type Config struct {
 
 	NodeIP  string
 	PodCIDR string
+	// LocalPathDir keeps the volumes of the local-path StorageClass the
+	// control plane provisions on this node (default RootDir/storage),
+	// published on the Node for the provisioner (--local-path-dir).
+	LocalPathDir string
 	// AllowedUnsafeSysctls are the sysctls (names, or patterns ending in
 	// *) pods may set beside the safe ones (--allowed-unsafe-sysctls).
 	AllowedUnsafeSysctls []string
@@ -185,6 +189,12 @@ func setAgentDefaults(cfg *Config) error {
 	}
 	if cfg.LockFile == "" {
 		cfg.LockFile = filepath.Join(cfg.RootDir, "nodelet.lock")
+	}
+	if cfg.LocalPathDir == "" {
+		cfg.LocalPathDir = filepath.Join(cfg.RootDir, "storage")
+	}
+	if !filepath.IsAbs(cfg.LocalPathDir) {
+		return fmt.Errorf("nodelet: local-path dir %q is not absolute", cfg.LocalPathDir)
 	}
 	if cfg.ContainerdNamespace == "" {
 		cfg.ContainerdNamespace = containerd.DefaultNamespace

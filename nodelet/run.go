@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodelet/nodelet/localpath"
 	"github.com/nodelet/nodelet/peerroutes"
 	"github.com/nodelet/nodelet/stats"
 )
@@ -151,6 +152,10 @@ func (a *Agent) startPods(l *loops, w *wired, cidr string) {
 	l.run("pod events", func(ctx context.Context) error { a.podEvents(ctx, w); return nil })
 	l.run("housekeeping", func(ctx context.Context) error { a.housekeeping(ctx, w); return nil })
 	l.run("eviction", w.evict.Run)
+	l.run("local-path cleanup", func(ctx context.Context) error {
+		return localpath.Run(ctx, localpath.Config{Client: a.client, NodeName: a.cfg.NodeName, Dir: a.cfg.LocalPathDir,
+			Log: a.log.With("component", "local-path")})
+	})
 	l.run("routes", func(ctx context.Context) error {
 		return peerroutes.Run(ctx, peerroutes.Config{Client: a.client, NodeName: a.cfg.NodeName,
 			PodCIDR: cidr, NodeIP: nodeIP, Log: a.log.With("component", "routes")})

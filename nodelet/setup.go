@@ -78,6 +78,7 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 	}
 	if c.vols, err = volumes.New(volumes.Config{RootDir: a.cfg.RootDir,
 		Sources:         podlifecycle.VolumeObjects{APIObjects: podlifecycle.APIObjects{Client: a.client}, Manager: tokens.New(tokens.FromClient(a.client), nil)},
+		Claims:          podlifecycle.APIObjects{Client: a.client},
 		NodeAllocatable: func() corev1.ResourceList { return alloc }, Log: a.log.With("component", "volumes")}); err != nil {
 		return nil, fmt.Errorf("nodelet: volumes: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/nodelet/nodelet/admission"
 	"github.com/nodelet/nodelet/eviction"
+	"github.com/nodelet/nodelet/localpath"
 	"github.com/nodelet/nodelet/nodestatus"
 	"github.com/nodelet/nodelet/pleg"
 	"github.com/nodelet/nodelet/podworkers"
@@ -121,6 +122,7 @@ func (a *Agent) wireNode(ctx context.Context, w *wired, nodeEvent func(eventtype
 		APIServer: apiServerURL(a.cfg.RestConfig), RootDir: a.cfg.RootDir, PodCIDR: a.cfg.PodCIDR,
 		SystemReserved: a.cfg.SystemReserved, KubeReserved: a.cfg.KubeReserved,
 		MaxPods: a.cfg.MaxPods, Labels: a.cfg.NodeLabels, Taints: a.cfg.RegisterWithTaints,
+		Annotations:             map[string]string{localpath.AnnotationDir: a.cfg.LocalPathDir},
 		ContainerRuntimeVersion: runtimeVersion(ctx, w.rt), Event: nodeEvent, DaemonPort: int32(max(a.cfg.Port, 0)),
 		Readiness: func() error { return readiness(p, net) }, Images: nodestatus.CachedImages(ctx, w.rt.ListImages, time.Now),
 		Pressure: w.pressure.Pressure, PressureChanged: w.pressure.Changed(),

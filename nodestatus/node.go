@@ -90,10 +90,11 @@ func hostnameLabel(hostname, nodeName string) string {
 	return strings.ToLower(hostname)
 }
 
-// ReconcileExisting brings an existing Node's default labels to those of
-// initial, as upstream's tryRegisterWithAPIServer does when the node
-// exists already; it reports whether existing changed. Other labels,
-// annotations, taints and spec are the cluster's and stay untouched.
+// ReconcileExisting brings an existing Node's default labels (and the
+// annotations initial carries, the agent's own) to those of initial, as
+// upstream's tryRegisterWithAPIServer does when the node exists already;
+// it reports whether existing changed. Other labels, annotations, taints
+// and spec are the cluster's and stay untouched.
 func ReconcileExisting(existing, initial *corev1.Node) bool {
 	changed := false
 	if existing.Labels == nil {
@@ -110,6 +111,16 @@ func ReconcileExisting(existing, initial *corev1.Node) bool {
 		}
 		if existing.Labels[k] == "" {
 			delete(existing.Labels, k)
+		}
+	}
+	// The agent's own annotations follow its configuration.
+	for k, v := range initial.Annotations {
+		if existing.Annotations[k] != v {
+			if existing.Annotations == nil {
+				existing.Annotations = map[string]string{}
+			}
+			existing.Annotations[k] = v
+			changed = true
 		}
 	}
 	return changed

@@ -47,6 +47,9 @@ type Config struct {
 	Hostname string
 	// Labels are extra labels set when the node is created.
 	Labels map[string]string
+	// Annotations the node's agent owns (the local-path directory), set
+	// at registration and again on an existing Node.
+	Annotations map[string]string
 	// Taints are set when the node is created (--register-with-taints);
 	// an existing Node keeps its own, as upstream: they are the cluster
 	// admin's to change afterwards.

@@ -3,6 +3,7 @@ package nodestatus
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +37,9 @@ func (s *Syncer) registerWithRetry(ctx context.Context) error {
 func (s *Syncer) register(ctx context.Context) error {
 	nodes := s.cfg.Client.CoreV1().Nodes()
 	initial := InitialNode(s.cfg.NodeName, s.host, s.cfg.Labels, s.cfg.PodCIDR)
+	if len(s.cfg.Annotations) > 0 {
+		initial.Annotations = maps.Clone(s.cfg.Annotations)
+	}
 	initial.Spec.Taints = append([]corev1.Taint(nil), s.cfg.Taints...)
 	o := s.observe()
 	SetStatus(initial, o, s.cfg.NodeName)

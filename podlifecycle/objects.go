@@ -43,6 +43,20 @@ func (s APIObjects) Secret(ctx context.Context, ns, name string) (*corev1.Secret
 	return s.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
+// PersistentVolumeClaim reads a claim, for persistentVolumeClaim volumes.
+func (s APIObjects) PersistentVolumeClaim(ctx context.Context, ns, name string) (*corev1.PersistentVolumeClaim, error) {
+	ctx, cancel := context.WithTimeout(ctx, envSourceTimeout)
+	defer cancel()
+	return s.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// PersistentVolume reads the volume a claim is bound to.
+func (s APIObjects) PersistentVolume(ctx context.Context, name string) (*corev1.PersistentVolume, error) {
+	ctx, cancel := context.WithTimeout(ctx, envSourceTimeout)
+	defer cancel()
+	return s.Client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+}
+
 // VolumeObjects is what the volumes manager reads: ConfigMaps and Secrets
 // from the API server, ServiceAccount tokens from the node's token cache.
 type VolumeObjects struct {

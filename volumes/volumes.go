@@ -56,6 +56,9 @@ type Config struct {
 	// Sources serves the ConfigMaps and Secrets of configMap, secret and
 	// projected volumes. Nil: such volumes fail to set up.
 	Sources Sources
+	// Claims serves the claims and volumes of persistentVolumeClaim
+	// volumes. Nil: such volumes fail to set up.
+	Claims Claims
 }
 
 // Mount is a prepared volume: the host path to bind into containers and
@@ -114,6 +117,7 @@ func New(cfg Config) (*Manager, error) {
 	m.plugins = []plugin{
 		&emptyDirPlugin{memory: m.allocatableMemory, log: log},
 		&hostPathPlugin{},
+		claimPlugin{claims: cfg.Claims},
 		&projectionPlugin{name: "kubernetes.io~configmap", m: m,
 			match: func(v *corev1.Volume) bool { return v.ConfigMap != nil },
 			payload: func(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) (map[string]FileProjection, error) {

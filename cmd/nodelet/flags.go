@@ -71,6 +71,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.cniBinDirs, "cni-bin-dir", strings.Join(network.DefaultBinDirs, ":"), "colon-separated CNI plugin directories")
 	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", network.DefaultConfDir, "CNI configuration directory")
 	fs.StringVar(&cfg.BridgeName, "bridge-name", "", "Linux bridge of the generated CNI config (default "+network.DefaultBridgeName+")")
+	fs.StringVar(&cfg.LocalPathDir, "local-path-dir", "", "directory of the volumes the built-in local-path StorageClass provisions on this node (default ROOT-DIR/storage)")
 	fs.StringVar(&cfg.NetNSDir, "netns-dir", "", "directory of the pods' network namespaces (default "+network.DefaultNetNSDir+", or ROOT-DIR/netns with another --root-dir)")
 	fs.StringVar(&cfg.LogRoot, "pod-log-dir", runtime.DefaultLogRoot, "root of the containers' CRI log files")
 	fs.StringVar(&cfg.LockFile, "lock-file", "", "lock file that keeps a second nodelet off this root dir (default ROOT-DIR/nodelet.lock)")
