@@ -18,6 +18,9 @@ import (
 type FitError struct {
 	NumAllNodes int
 	Reasons     map[string]int
+	// PreFilterMsg is why no node was even filtered (a pod's claim not
+	// found or unbound), upstream's message in place of the reasons.
+	PreFilterMsg string
 }
 
 // Error formats the message as upstream does, e.g. "0/3 nodes are
@@ -26,6 +29,9 @@ type FitError struct {
 func (e *FitError) Error() string {
 	if e.NumAllNodes == 0 {
 		return "no nodes available to schedule pods"
+	}
+	if e.PreFilterMsg != "" {
+		return fmt.Sprintf("0/%d nodes are available: %s.", e.NumAllNodes, e.PreFilterMsg)
 	}
 	parts := make([]string, 0, len(e.Reasons))
 	for r, n := range e.Reasons {

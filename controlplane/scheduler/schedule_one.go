@@ -80,6 +80,10 @@ func (s *Scheduler) schedulePod(pi *framework.PodInfo, snap *schedcache.Snapshot
 		return "", &FitError{NumAllNodes: 0}
 	}
 	st := plugins.PreFilter(pi, nodes, snap.HaveAntiAffinityPods)
+	var volumeReason string
+	if st.Volumes, volumeReason = s.volumes.volumeState(pi.Pod); volumeReason != "" {
+		return "", &FitError{NumAllNodes: len(nodes), PreFilterMsg: volumeReason}
+	}
 	feasible, reasons := s.findFeasible(st, nodes)
 	if len(feasible) == 0 {
 		return "", &FitError{NumAllNodes: len(nodes), Reasons: reasons}
@@ -210,10 +214,16 @@ func (s *Scheduler) bindAsync(ctx context.Context, qp *queue.QueuedPod, node str
 		}
 		defer func() { <-s.bindSem }()
 		pod := qp.Info.Pod
-		err := s.client.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
-			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
-		}, metav1.CreateOptions{})
+		// The pod's claims first (upstream's PreBind): binding the pod
+		// before its volumes exist would start it on a node they never
+		// reach.
+		err := s.bindVolumes(ctx, pod, node)
+		if err == nil {
+			err = s.client.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+				Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+			}, metav1.CreateOptions{})
+		}
 		if err != nil {
 			s.cache.ForgetPod(qp.Info.Key)
 			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {

@@ -74,9 +74,10 @@ type Scheduler struct {
 	rand     *rand.Rand
 	metrics  profileMetrics
 
-	cache *schedcache.Cache
-	queue *queue.Queue
-	pdbs  pdbLister
+	cache   *schedcache.Cache
+	queue   *queue.Queue
+	pdbs    pdbLister
+	volumes volumeListers
 	// preempting holds the preemption each pod last started, by pod key,
 	// until the pod is bound or deleted (see preempt.go).
 	preemptMu  sync.Mutex
@@ -138,6 +139,9 @@ func New(cfg Config) (*Scheduler, error) {
 	pdbs := cfg.Informers.Policy().V1().PodDisruptionBudgets()
 	s.pdbs = pdbs.Lister()
 	s.synced = []cache.InformerSynced{pods.HasSynced, nodes.HasSynced, pdbs.Informer().HasSynced}
+	if err := s.watchVolumes(cfg.Informers); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -49,6 +49,9 @@ type State struct {
 	InterPod   *InterPodState
 	HardSpread *SpreadState
 	SoftSpread *SpreadState
+	// Volumes is the pod's claims as the cycle found them (nil: the pod
+	// has none).
+	Volumes *VolumeState
 }
 
 // PreFilter builds the cycle state of p over all nodes of the snapshot;
@@ -76,6 +79,9 @@ func Filter(s *State, n *framework.NodeInfo) []string {
 		return r
 	}
 	if r := NodeResourcesFit(p, n); r != nil {
+		return r
+	}
+	if r := VolumeBinding(s.Volumes, n); r != nil {
 		return r
 	}
 	if r := InterPodAffinity(p, s.InterPod, n); r != nil {
@@ -114,7 +120,7 @@ func (s *State) ForNodes(nodes []*framework.NodeInfo) *State {
 	if s.InterPod == nil && s.HardSpread == nil {
 		return s
 	}
-	out := &State{Pod: s.Pod, SoftSpread: s.SoftSpread}
+	out := &State{Pod: s.Pod, SoftSpread: s.SoftSpread, Volumes: s.Volumes}
 	if s.InterPod != nil {
 		out.InterPod = PreFilterInterPod(s.Pod, nodes)
 	}
