@@ -22,6 +22,7 @@ import (
 	"github.com/nodelet/nodelet/controlplane/authorization"
 	"github.com/nodelet/nodelet/controlplane/controllers/endpoints"
 	"github.com/nodelet/nodelet/controlplane/controllers/garbagecollector"
+	"github.com/nodelet/nodelet/controlplane/controllers/localpath"
 	"github.com/nodelet/nodelet/controlplane/controllers/namespace"
 	"github.com/nodelet/nodelet/controlplane/controllers/nodeipam"
 	"github.com/nodelet/nodelet/controlplane/controllers/nodelifecycle"
@@ -227,6 +228,14 @@ func buildControllers(cfg Config, accounts accountConfig, factory informers.Shar
 		return nil, fmt.Errorf("endpoints controller: %w", err)
 	}
 	runs["endpoints"] = func(ctx context.Context) error { return ep.Run(ctx, 5) }
+	if cs, _, err = clients(authorization.LocalPathAccount); err != nil {
+		return nil, err
+	}
+	lp, err := localpath.New(localpath.Config{Client: cs, Informers: factory, Recorder: rec, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("local-path provisioner: %w", err)
+	}
+	runs["local-path-provisioner"] = func(ctx context.Context) error { return lp.Run(ctx, 2) }
 	return runs, nil
 }
 

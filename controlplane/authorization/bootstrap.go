@@ -32,6 +32,9 @@ const (
 	APIServerKubeletClientUser = "kube-apiserver-kubelet-client"
 	// LeaderLease is the Lease in kube-system the leader holds.
 	LeaderLease = "nodelet-controlplane"
+	// LocalPathAccount is the built-in local provisioner's ServiceAccount
+	// in kube-system (controlplane/controllers/localpath).
+	LocalPathAccount = "local-path-provisioner"
 )
 
 // Policy is the RBAC policy reconciled at every start.
@@ -55,7 +58,10 @@ type Policy struct {
 //     bound to system:kubelet-api-admin, as kubeadm binds it;
 //   - the nodelet is also its node's kube-proxy and cluster DNS: the group
 //     system:nodes is bound to system:node-proxier (Services,
-//     EndpointSlices), which upstream binds to kube-proxy's user.
+//     EndpointSlices), which upstream binds to kube-proxy's user;
+//   - the built-in local provisioner (LocalPathAccount) makes and deletes
+//     volumes, reads claims, classes and nodes and writes the cleanup list
+//     on a node, as an external provisioner's role allows.
 func DefaultPolicy() Policy {
 	p := Policy{
 		ClusterRoles:        append(bootstrappolicy.ClusterRoles(), bootstrappolicy.ControllerRoles()...),
@@ -88,6 +94,17 @@ func DefaultPolicy() Policy {
 		rbacv1.ClusterRoleBinding{ObjectMeta: meta("system:nodelet:node-proxier", ""),
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node-proxier"},
 			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:nodes"}}})
+	lp := "system:controller:" + LocalPathAccount
+	p.ClusterRoles = append(p.ClusterRoles, rbacv1.ClusterRole{ObjectMeta: meta(lp, ""), Rules: []rbacv1.PolicyRule{
+		{Verbs: []string{"get", "list", "watch", "create", "delete"}, APIGroups: []string{""}, Resources: []string{"persistentvolumes"}},
+		{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}},
+		{Verbs: []string{"get", "list", "watch", "update"}, APIGroups: []string{""}, Resources: []string{"nodes"}},
+		{Verbs: []string{"get", "list", "watch", "create"}, APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}},
+		{Verbs: []string{"create", "update", "patch"}, APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}},
+	}})
+	p.ClusterRoleBindings = append(p.ClusterRoleBindings, rbacv1.ClusterRoleBinding{ObjectMeta: meta(lp, ""),
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: lp},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: LocalPathAccount, Namespace: metav1.NamespaceSystem}}})
 	return p
 }
 
