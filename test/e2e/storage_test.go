@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodelet/nodelet/test/testkit"
+)
+
+// storagePod writes or reads /data/hello in a claim.
+func storagePod(name, claim, cmd string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: busybox:1.36
+    command: ["sh", "-c", %q]
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: %s}
+`, name, cmd, claim)
+}
+
+// TestPersistentStorage: claims through the real kubectl on a real node:
+// static binding with data outliving its pod, the default local-path
+// class provisioned on first use and its directory removed with the
+// claim, a claim in use held by its protection finalizer, and a Retain
+// volume left Released.
+func TestPersistentStorage(t *testing.T) {
+	cp := startControlPlane(t, t.TempDir(), freePort(t))
+	node := startRealNode(t, cp, "node-storage")
+	testkit.Eventually(t, 60*time.Second, "node Ready", func() bool {
+		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		return out == "True"
+	})
+	apply := func(manifest string) {
+		t.Helper()
+		if out, errOut, err := cp.kubectlStdin(manifest, "apply", "-f", "-"); err != nil {
+			t.Fatalf("apply: %v\n%s%s", err, out, errOut)
+		}
+	}
+	jsonpath := func(args ...string) string {
+		out, _, _ := cp.kubectl(append(args[:len(args)-1:len(args)-1], "-o", "jsonpath="+args[len(args)-1])...)
+		return out
+	}
+	testkit.Eventually(t, 30*time.Second, "the default class", func() bool {
+		out, _, _ := cp.kubectl("get", "storageclass", "--no-headers")
+		return strings.Contains(out, "local-path (default)") && strings.Contains(out, "nodelet.io/local-path") &&
+			strings.Contains(out, "WaitForFirstConsumer")
+	})
+	staticDir := filepath.Join(t.TempDir(), "static")
+	b, err := os.ReadFile("testdata/storage.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(strings.ReplaceAll(string(b), "STATIC_DIR", staticDir))
+
+	t.Run("static binding", func(t *testing.T) {
+		testkit.Eventually(t, 30*time.Second, "static claim Bound", func() bool {
+			return jsonpath("get", "pvc", "static", "{.status.phase} {.spec.volumeName}") == "Bound static-pv"
+		})
+		apply(storagePod("writer", "static", "echo kept > /data/hello"))
+		testkit.Eventually(t, 60*time.Second, "writer Succeeded", func() bool { return jsonpath("get", "pod", "writer", "{.status.phase}") == "Succeeded" })
+		cp.must("delete", "pod", "writer")
+		apply(storagePod("reader", "static", "cat /data/hello"))
+		testkit.Eventually(t, 60*time.Second, "reader Succeeded", func() bool { return jsonpath("get", "pod", "reader", "{.status.phase}") == "Succeeded" })
+		if out := strings.TrimSpace(cp.must("logs", "reader")); out != "kept" {
+			t.Errorf("the second pod read %q, want what the first wrote", out)
+		}
+		cp.must("delete", "pod", "reader")
+	})
+	t.Run("claim in use is held", func(t *testing.T) {
+		apply(storagePod("holder", "static", "sleep 3600"))
+		testkit.Eventually(t, 60*time.Second, "holder Running", func() bool { return jsonpath("get", "pod", "holder", "{.status.phase}") == "Running" })
+		cp.must("delete", "pvc", "static", "--wait=false")
+		time.Sleep(2 * time.Second)
+		if got := jsonpath("get", "pvc", "static", "{.metadata.deletionTimestamp} {.metadata.finalizers}"); !strings.Contains(got, "kubernetes.io/pvc-protection") || strings.HasPrefix(got, " ") {
+			t.Errorf("the claim in use (deletionTimestamp finalizers): %q, want it Terminating with its protection", got)
+		}
+		cp.must("delete", "pod", "holder")
+		testkit.Eventually(t, 60*time.Second, "the claim gone once its pod is", func() bool {
+			out, _, _ := cp.kubectl("get", "pvc", "static", "--ignore-not-found", "-o", "name")
+			return strings.TrimSpace(out) == ""
+		})
+		testkit.Eventually(t, 30*time.Second, "the Retain volume Released", func() bool {
+			return jsonpath("get", "pv", "static-pv", "{.status.phase}") == "Released"
+		})
+		if b, err := os.ReadFile(filepath.Join(staticDir, "hello")); err != nil || strings.TrimSpace(string(b)) != "kept" {
+			t.Errorf("the Retain volume's data: %q, %v", b, err)
+		}
+	})
+	t.Run("default class provisioned on first use", func(t *testing.T) {
+		time.Sleep(time.Second)
+		if got := jsonpath("get", "pvc", "dynamic", "{.status.phase} {.spec.storageClassName}"); got != "Pending local-path" {
+			t.Errorf("the claim before any pod (phase class): %q, want Pending of the default class", got)
+		}
+		apply(storagePod("user", "dynamic", "echo provisioned > /data/hello; sleep 3600"))
+		testkit.Eventually(t, 60*time.Second, "user Running", func() bool { return jsonpath("get", "pod", "user", "{.status.phase}") == "Running" })
+		pv := jsonpath("get", "pvc", "dynamic", "{.spec.volumeName}")
+		if got := jsonpath("get", "pv", pv, "{.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values[0]} {.spec.persistentVolumeReclaimPolicy}"); !strings.HasSuffix(got, " Delete") || strings.HasPrefix(got, " ") {
+			t.Errorf("the provisioned volume (node reclaim): %q", got)
+		}
+		dir := jsonpath("get", "pv", pv, "{.spec.local.path}")
+		if !strings.HasPrefix(dir, filepath.Join(node.dir, "root", "storage")+"/") {
+			t.Fatalf("the volume's directory %q is not under the node's local-path directory", dir)
+		}
+		testkit.Eventually(t, 30*time.Second, "the pod's data in the node's directory", func() bool {
+			b, err := os.ReadFile(filepath.Join(dir, "hello"))
+			return err == nil && strings.TrimSpace(string(b)) == "provisioned"
+		})
+		cp.must("delete", "pod", "user")
+		cp.must("delete", "pvc", "dynamic")
+		testkit.Eventually(t, 60*time.Second, "the volume deleted and its directory removed", func() bool {
+			out, _, _ := cp.kubectl("get", "pv", pv, "--ignore-not-found", "-o", "name")
+			_, err := os.Stat(dir)
+			return strings.TrimSpace(out) == "" && os.IsNotExist(err)
+		})
+		testkit.Eventually(t, 30*time.Second, "the node's cleanup list drained", func() bool {
+			return jsonpath("get", "node", node.name, `{.metadata.annotations.nodelet\.io/local-path-cleanup}`) == ""
+		})
+	})
+
+	cp.must("delete", "pv", "static-pv", "--wait=false")
+	testkit.Eventually(t, 60*time.Second, "no pods", func() bool {
+		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
+		return strings.TrimSpace(out) == ""
+	})
+	waitNoLeftovers(t, node)
+}
