@@ -130,6 +130,25 @@ func TestPersistentStorage(t *testing.T) {
 		})
 	})
 
+	t.Run("StatefulSet keeps its data", func(t *testing.T) {
+		apply(statefulSetWithClaims)
+		testkit.Eventually(t, 90*time.Second, "db-0 Ready", func() bool {
+			return jsonpath("get", "pod", "db-0", `{.status.conditions[?(@.type=="Ready")].status}`) == "True"
+		})
+		cp.must("exec", "db-0", "--", "sh", "-c", "echo mine > /data/hello")
+		uid := jsonpath("get", "pod", "db-0", "{.metadata.uid}")
+		cp.must("delete", "pod", "db-0")
+		testkit.Eventually(t, 90*time.Second, "a new db-0 Ready", func() bool {
+			return jsonpath("get", "pod", "db-0", `{.metadata.uid} {.status.conditions[?(@.type=="Ready")].status}`) != uid+" True" &&
+				jsonpath("get", "pod", "db-0", `{.status.conditions[?(@.type=="Ready")].status}`) == "True"
+		})
+		if out := strings.TrimSpace(cp.must("exec", "db-0", "--", "cat", "/data/hello")); out != "mine" {
+			t.Errorf("the new db-0 read %q, want what the old one wrote", out)
+		}
+		cp.must("delete", "statefulset", "db")
+		cp.must("delete", "pvc", "data-db-0", "--wait=false")
+	})
+
 	cp.must("delete", "pv", "static-pv", "--wait=false")
 	testkit.Eventually(t, 60*time.Second, "no pods", func() bool {
 		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
@@ -137,3 +156,27 @@ func TestPersistentStorage(t *testing.T) {
 	})
 	waitNoLeftovers(t, node)
 }
+
+const statefulSetWithClaims = `apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: db
+spec:
+  serviceName: db
+  replicas: 1
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        image: busybox:1.36
+        command: ["sleep", "3600"]
+        volumeMounts: [{name: data, mountPath: /data}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 10Mi}}
+`
