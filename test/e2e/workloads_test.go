@@ -57,7 +57,7 @@ func TestWorkloadKinds(t *testing.T) {
 		// (ACTIVE and LAST SCHEDULE change if the test crosses a minute)
 		{"cronjobs", "NAME SCHEDULE TIMEZONE SUSPEND ACTIVE LAST SCHEDULE AGE", "hello * * * * * <none> False"},
 		{"rc", "NAME DESIRED CURRENT READY AGE", "nginx 3 3 0"},
-		{"pvc", "NAME STATUS VOLUME CAPACITY ACCESS MODES STORAGECLASS VOLUMEATTRIBUTESCLASS AGE", "www-web-0 Pending <unset>"},
+		{"pvc", "NAME STATUS VOLUME CAPACITY ACCESS MODES STORAGECLASS VOLUMEATTRIBUTESCLASS AGE", "www-web-0 Pending local-path <unset>"}, // the default class (DefaultStorageClass)
 		{"podtemplates", "NAME CONTAINERS IMAGES POD LABELS", "nginx nginx nginx app=nginx-rc"},
 		{"pdb", "NAME MIN AVAILABLE MAX UNAVAILABLE ALLOWED DISRUPTIONS AGE", "zk-pdb 2 N/A 0"},
 		{"pc high-priority", "NAME VALUE GLOBAL-DEFAULT AGE PREEMPTIONPOLICY", "high-priority 1000000 false"},
