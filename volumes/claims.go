@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodelet/nodelet/localpath"
 )
@@ -26,7 +27,8 @@ const AnnotationProvisionedBy = "pv.kubernetes.io/provisioned-by"
 // errNoClaims fails claim volumes of a Manager without Claims.
 var errNoClaims = errors.New("no source of PersistentVolumeClaims configured")
 
-// claimPlugin provides persistentVolumeClaim volumes backed by a volume on
+// claimPlugin provides persistentVolumeClaim and generic ephemeral volumes
+// (the latter through their claim) backed by a volume on
 // the node's own filesystem: hostPath and local PersistentVolumes, mounted
 // as the path itself (upstream's hostPath and local plugins). The claim
 // must be bound; the volume's and the pod's readOnly both make the mount
@@ -36,18 +38,30 @@ type claimPlugin struct {
 	claims Claims
 }
 
-func (claimPlugin) handles(vol *corev1.Volume) bool { return vol.PersistentVolumeClaim != nil }
-func (claimPlugin) dirName() string                 { return "" }
-func (claimPlugin) updatable() bool                 { return false }
+func (claimPlugin) handles(vol *corev1.Volume) bool {
+	return vol.PersistentVolumeClaim != nil || vol.Ephemeral != nil
+}
+func (claimPlugin) dirName() string { return "" }
+func (claimPlugin) updatable() bool { return false }
 
 func (p claimPlugin) setup(ctx context.Context, pod *corev1.Pod, vol *corev1.Volume, _ string) (Mount, error) {
 	src := vol.PersistentVolumeClaim
+	if vol.Ephemeral != nil {
+		// A generic ephemeral volume is the claim POD-VOLUME that the
+		// ephemeral volume controller makes for the pod.
+		src = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pod.Name + "-" + vol.Name}
+	}
 	if p.claims == nil {
 		return Mount{}, errNoClaims
 	}
 	claim, err := p.claims.PersistentVolumeClaim(ctx, pod.Namespace, src.ClaimName)
 	if err != nil {
 		return Mount{}, fmt.Errorf("get PersistentVolumeClaim %s/%s: %w", pod.Namespace, src.ClaimName, err)
+	}
+	if vol.Ephemeral != nil && !metav1.IsControlledBy(claim, pod) {
+		// Upstream's check: a claim of that name made by someone else is
+		// not this pod's volume.
+		return Mount{}, fmt.Errorf("PVC %s/%s was not created for pod %s/%s (pod is not owner)", pod.Namespace, src.ClaimName, pod.Namespace, pod.Name)
 	}
 	if claim.Status.Phase != corev1.ClaimBound || claim.Spec.VolumeName == "" {
 		return Mount{}, fmt.Errorf("PersistentVolumeClaim %s/%s is not bound (%s)", pod.Namespace, src.ClaimName, claim.Status.Phase)

@@ -92,6 +92,20 @@ func TestClaimVolumes(t *testing.T) {
 			t.Errorf("claim %s: %v, want an error with %q", claim, err, want)
 		}
 	}
+	// A generic ephemeral volume uses the claim POD-VOLUME the pod owns.
+	eph := &corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}}
+	owned := claim("p-scratch", "pv-static", corev1.ClaimBound)
+	owned.UID = "uid-c-static" // the volume's claimRef
+	f.claims["default/p-scratch"] = owned
+	if _, err := p.setup(ctx, pod, eph, ""); err == nil || !strings.Contains(err.Error(), "pod is not owner") {
+		t.Errorf("an ephemeral claim the pod does not own: %v", err)
+	}
+	pod.UID = "uid-pod"
+	isController := true
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "p", UID: "uid-pod", Controller: &isController}}
+	if m, err := p.setup(ctx, pod, eph, ""); err != nil || m.HostPath != dir {
+		t.Errorf("the pod's ephemeral claim: %+v, %v", m, err)
+	}
 	if _, err := (claimPlugin{}).setup(ctx, pod, vol("static", false), ""); err == nil {
 		t.Error("a manager without Claims mounted a claim")
 	}

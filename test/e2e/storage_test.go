@@ -130,6 +130,19 @@ func TestPersistentStorage(t *testing.T) {
 		})
 	})
 
+	t.Run("generic ephemeral volume", func(t *testing.T) {
+		apply(ephemeralVolumePod)
+		testkit.Eventually(t, 60*time.Second, "eph Running", func() bool { return jsonpath("get", "pod", "eph", "{.status.phase}") == "Running" })
+		if got := jsonpath("get", "pvc", "eph-scratch", "{.status.phase} {.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}"); got != "Bound Pod/eph" {
+			t.Errorf("the ephemeral volume's claim (phase owner): %q", got)
+		}
+		pv := jsonpath("get", "pvc", "eph-scratch", "{.spec.volumeName}")
+		cp.must("delete", "pod", "eph")
+		testkit.Eventually(t, 90*time.Second, "the claim and its volume gone with the pod", func() bool {
+			out, _, _ := cp.kubectl("get", "pvc/eph-scratch", "pv/"+pv, "--ignore-not-found", "-o", "name")
+			return strings.TrimSpace(out) == ""
+		})
+	})
 	t.Run("StatefulSet keeps its data", func(t *testing.T) {
 		apply(statefulSetWithClaims)
 		testkit.Eventually(t, 90*time.Second, "db-0 Ready", func() bool {
@@ -179,4 +192,24 @@ spec:
     spec:
       accessModes: [ReadWriteOnce]
       resources: {requests: {storage: 10Mi}}
+`
+
+const ephemeralVolumePod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: eph
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: busybox:1.36
+    command: ["sh", "-c", "echo scratch > /scratch/x; sleep 3600"]
+    volumeMounts: [{name: scratch, mountPath: /scratch}]
+  volumes:
+  - name: scratch
+    ephemeral:
+      volumeClaimTemplate:
+        spec:
+          accessModes: [ReadWriteOnce]
+          resources: {requests: {storage: 10Mi}}
 `

@@ -5,7 +5,8 @@
 // HorizontalPodAutoscalers (on the API server's own metrics.k8s.io),
 // namespaces' default ServiceAccounts and the kube-root-ca.crt ConfigMaps,
 // ResourceQuotas' usage, and the storage controllers: PersistentVolume
-// binding and the pvc- and pv-protection finalizers (volumes.go).
+// binding, the pvc- and pv-protection finalizers and generic ephemeral
+// volumes' claims (volumes.go).
 // It only wires them as cmd/kube-controller-manager does: a client of its
 // own per controller (named by its user agent), the shared informer
 // factory, upstream's default worker counts. Each controller makes its own
@@ -146,6 +147,7 @@ func builders() map[string]builder {
 		"persistent-volume-binder":           buildPersistentVolumeBinder,
 		"pvc-protection-controller":          buildPVCProtection,
 		"pv-protection-controller":           buildPVProtection,
+		"ephemeral-volume-controller":        buildEphemeralVolume,
 		tokensController:                     buildTokens,
 	}
 }

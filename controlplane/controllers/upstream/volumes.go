@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/volume/ephemeral"
 	"k8s.io/kubernetes/pkg/controller/volume/persistentvolume"
 	"k8s.io/kubernetes/pkg/controller/volume/pvcprotection"
 	"k8s.io/kubernetes/pkg/controller/volume/pvprotection"
@@ -59,4 +60,20 @@ func buildPVProtection(ctx context.Context, cs kubernetes.Interface, cfg control
 		return nil, err
 	}
 	return func(ctx context.Context) { c.Run(ctx, 1) }, nil
+}
+
+// ephemeralVolumeWorkers is kube-controller-manager's
+// --concurrent-ephemeralvolume-syncs.
+const ephemeralVolumeWorkers = 5
+
+// buildEphemeralVolume runs upstream's ephemeral volume controller: a
+// pod's generic ephemeral volume gets its claim, POD-VOLUME, owned by the
+// pod (so it goes with it).
+func buildEphemeralVolume(ctx context.Context, cs kubernetes.Interface, cfg controllerConfig) (func(context.Context), error) {
+	f := cfg.Informers
+	c, err := ephemeral.NewController(ctx, cs, f.Core().V1().Pods(), f.Core().V1().PersistentVolumeClaims())
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) { c.Run(ctx, ephemeralVolumeWorkers) }, nil
 }
