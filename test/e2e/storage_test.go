@@ -33,8 +33,8 @@ spec:
 
 // TestPersistentStorage: claims through the real kubectl on a real node:
 // static binding with data outliving its pod, the default local-path
-// class provisioned on first use and its directory removed with the
-// claim, a claim in use held by its protection finalizer, and a Retain
+// class provisioned on first use, kept mounted across a nodelet restart
+// and its directory removed with the claim, a claim in use held by its protection finalizer, and a Retain
 // volume left Released.
 func TestPersistentStorage(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
@@ -118,6 +118,20 @@ func TestPersistentStorage(t *testing.T) {
 			b, err := os.ReadFile(filepath.Join(dir, "hello"))
 			return err == nil && strings.TrimSpace(string(b)) == "provisioned"
 		})
+		// A nodelet restart keeps the running pod and its mount.
+		before := jsonpath("get", "pod", "user", "{.status.containerStatuses[0].containerID} {.status.containerStatuses[0].restartCount}")
+		node.stop()
+		node.start()
+		testkit.Eventually(t, 60*time.Second, "the restarted node Ready", func() bool {
+			return jsonpath("get", "node", node.name, `{.status.conditions[?(@.type=="Ready")].status}`) == "True"
+		})
+		testkit.Eventually(t, 30*time.Second, "the volume readable after the restart", func() bool {
+			out, _, err := cp.kubectl("exec", "user", "--", "cat", "/data/hello")
+			return err == nil && strings.TrimSpace(out) == "provisioned"
+		})
+		if after := jsonpath("get", "pod", "user", "{.status.containerStatuses[0].containerID} {.status.containerStatuses[0].restartCount}"); after != before {
+			t.Errorf("the pod's container across the nodelet's restart: %q, then %q", before, after)
+		}
 		cp.must("delete", "pod", "user")
 		cp.must("delete", "pvc", "dynamic")
 		testkit.Eventually(t, 60*time.Second, "the volume deleted and its directory removed", func() bool {
