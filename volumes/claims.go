@@ -86,18 +86,10 @@ func (p claimPlugin) setup(ctx context.Context, pod *corev1.Pod, vol *corev1.Vol
 func volumePath(pv *corev1.PersistentVolume) (string, error) {
 	switch {
 	case pv.Spec.HostPath != nil:
-		path := pv.Spec.HostPath.Path
-		if path == "" || hasDotDot(path) {
-			return "", fmt.Errorf("PersistentVolume %s: bad hostPath %q", pv.Name, path)
-		}
-		var typ corev1.HostPathType
-		if pv.Spec.HostPath.Type != nil {
-			typ = *pv.Spec.HostPath.Type
-		}
-		if err := CheckHostPathType(path, typ); err != nil {
+		if err := checkHostPath(pv.Spec.HostPath); err != nil {
 			return "", fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
 		}
-		return path, nil
+		return pv.Spec.HostPath.Path, nil
 	case pv.Spec.Local != nil:
 		path := pv.Spec.Local.Path
 		if path == "" || hasDotDot(path) {

@@ -18,21 +18,27 @@ func (hostPathPlugin) dirName() string                 { return "" }
 func (hostPathPlugin) updatable() bool                 { return false }
 
 func (hostPathPlugin) setup(_ context.Context, _ *corev1.Pod, vol *corev1.Volume, _ string) (Mount, error) {
-	path := vol.HostPath.Path
-	if path == "" {
-		return Mount{}, errors.New("hostPath: path is empty")
-	}
-	if hasDotDot(path) {
-		return Mount{}, fmt.Errorf("hostPath: path %q must not contain '..'", path)
-	}
-	var typ corev1.HostPathType
-	if vol.HostPath.Type != nil {
-		typ = *vol.HostPath.Type
-	}
-	if err := CheckHostPathType(path, typ); err != nil {
+	if err := checkHostPath(vol.HostPath); err != nil {
 		return Mount{}, err
 	}
-	return Mount{HostPath: path}, nil
+	return Mount{HostPath: vol.HostPath.Path}, nil
+}
+
+// checkHostPath checks a hostPath source (of a volume or a
+// PersistentVolume) as upstream's hostPath plugin does.
+func checkHostPath(src *corev1.HostPathVolumeSource) error {
+	path := src.Path
+	if path == "" {
+		return errors.New("hostPath: path is empty")
+	}
+	if hasDotDot(path) {
+		return fmt.Errorf("hostPath: path %q must not contain '..'", path)
+	}
+	var typ corev1.HostPathType
+	if src.Type != nil {
+		typ = *src.Type
+	}
+	return CheckHostPathType(path, typ)
 }
 
 func (hostPathPlugin) teardown(context.Context, string) error { return nil }
