@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/nodelet/nodelet/controlplane/controllers/keyqueue"
 	nodelocalpath "github.com/nodelet/nodelet/localpath"
@@ -122,7 +123,7 @@ func (c *Controller) provision(ctx context.Context, ns, name string) error {
 	if _, err := c.volumes.Get(VolumeName(claim)); err == nil {
 		return nil // made already; the PersistentVolume controller binds it
 	}
-	class, err := c.classes.Get(ptrString(claim.Spec.StorageClassName))
+	class, err := c.classes.Get(volumehelpers.GetPersistentVolumeClaimClass(claim))
 	if err != nil {
 		return fmt.Errorf("class of claim %s/%s: %w", ns, name, err)
 	}
@@ -218,11 +219,4 @@ func (c *Controller) nodeByHostname(hostname string) string {
 		}
 	}
 	return ""
-}
-
-func ptrString(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
