@@ -2,6 +2,7 @@ package containerlogs
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,15 @@ func startLogger(t *testing.T, dir string, idleExit bool) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- l.Run(ctx) }()
-	testkit.Eventually(t, 5*time.Second, "logger socket", func() bool { return fileExists(SocketPath(dir)) })
+	// The socket file appears at bind, before listen: wait until it accepts.
+	testkit.Eventually(t, 5*time.Second, "logger socket", func() bool {
+		conn, err := net.Dial("unix", SocketPath(dir))
+		if err != nil {
+			return false
+		}
+		conn.Close()
+		return true
+	})
 	stopped := false
 	stop = func() error {
 		if stopped {

@@ -53,13 +53,8 @@ func TestPriorityAdmission(t *testing.T) {
 	if _, err := pcs.Create(ctx, low, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create default class: %v", err)
 	}
-	low2 := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "low2"}, Value: 50, GlobalDefault: true}
-	_, err = pcs.Create(ctx, low2, metav1.CreateOptions{})
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "PriorityClass low is already marked as default") {
-		t.Fatalf("second default: %v, want 403", err)
-	}
 	// The plugin reads classes from its informer: the new default shows
-	// up there shortly after the write.
+	// up there shortly after the write (and only then is a second refused).
 	testkit.Eventually(t, 10*time.Second, "the new default class in the plugin's informer", func() bool {
 		p, err = pods.Create(ctx, newPod("defaulted", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
@@ -67,6 +62,11 @@ func TestPriorityAdmission(t *testing.T) {
 		}
 		return err == nil && p.Spec.PriorityClassName == "low"
 	})
+	low2 := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "low2"}, Value: 50, GlobalDefault: true}
+	_, err = pcs.Create(ctx, low2, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "PriorityClass low is already marked as default") {
+		t.Fatalf("second default: %v, want 403", err)
+	}
 	p, err = pods.Create(ctx, newPod("defaulted", ""), metav1.CreateOptions{})
 	if err != nil || p.Spec.PriorityClassName != "low" || *p.Spec.Priority != 100 {
 		t.Fatalf("pod under the default class: %v, %v", p, err)
