@@ -13,10 +13,10 @@ var (
 	// LocalPathProvisioner is rancher's local-path-provisioner; its main
 	// package is the module root.
 	LocalPathProvisioner = GoProgram{Module: "github.com/rancher/local-path-provisioner", Version: "v0.0.30",
-		Binary: "local-path-provisioner"}
+		Binary: "local-path-provisioner", VersionVar: "main.VERSION"}
 	// ExternalProvisioner is the CSI external-provisioner sidecar.
 	ExternalProvisioner = GoProgram{Module: "github.com/kubernetes-csi/external-provisioner/v6", Version: "v6.4.0",
-		Package: "cmd/csi-provisioner", Binary: "csi-provisioner"}
+		Package: "cmd/csi-provisioner", Binary: "csi-provisioner", VersionVar: "main.version"}
 )
 
 // References of the images built from the module proxy.

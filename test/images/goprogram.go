@@ -20,6 +20,9 @@ type GoProgram struct {
 	Version string // the module version, e.g. v0.0.30
 	Package string // the main package's path inside the module ("" or "." for the root)
 	Binary  string // the built file's name
+	// VersionVar is the variable the project's own build sets to the
+	// version with -X (main.VERSION, main.version), if any.
+	VersionVar string
 }
 
 func (p GoProgram) String() string {
@@ -79,8 +82,12 @@ func BuildGoProgram(cacheDir string, p GoProgram) (string, error) {
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
+	ldflags := "-s -w"
+	if p.VersionVar != "" {
+		ldflags += " -X " + p.VersionVar + "=" + p.Version
+	}
 	cmd := hosttools.Command("go", "build", "-C", src, "-mod=readonly", "-trimpath", "-buildvcs=false",
-		"-ldflags=-s -w", "-o", tmp.Name(), "./"+pkg)
+		"-ldflags="+ldflags, "-o", tmp.Name(), "./"+pkg)
 	cmd.Env = append(goBuildEnv(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s: %w: %s", p, err, b)
