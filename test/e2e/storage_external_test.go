@@ -71,11 +71,26 @@ func deployLocalPathProvisioner(t testing.TB, cp *controlPlane, nodePath string)
 	if out, errOut, err := cp.kubectlStdin(manifest, "apply", "-f", "-"); err != nil {
 		t.Fatalf("apply the local-path-provisioner: %v\n%s%s", err, out, errOut)
 	}
-	if out, errOut, err := cp.kubectl("-n", "local-path-storage", "rollout", "status", "deployment/local-path-provisioner", "--timeout=120s"); err != nil {
-		logs, _, _ := cp.kubectl("-n", "local-path-storage", "logs", "deployment/local-path-provisioner")
-		t.Fatalf("the local-path-provisioner did not roll out: %v\n%s%s\nits logs:\n%s", err, out, errOut, logs)
-	}
+	waitRolledOut(t, cp, "local-path-storage", "deployment/local-path-provisioner")
 	return manifest
+}
+
+// waitRolledOut waits up to two minutes for kubectl rollout status of
+// workload (kind/name) in namespace ns to succeed, and fails the test
+// with the workload's logs if it does not.
+func waitRolledOut(t testing.TB, cp *controlPlane, ns, workload string) {
+	t.Helper()
+	var out, errOut string
+	var err error
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		// Short rounds: kubectl runs under a one-minute context.
+		if out, errOut, err = cp.kubectl("-n", ns, "rollout", "status", workload, "--timeout=20s"); err == nil {
+			return
+		}
+	}
+	logs, _, _ := cp.kubectl("-n", ns, "logs", workload, "--all-containers")
+	t.Fatalf("%s did not roll out: %v\n%s%s\nits logs:\n%s", workload, err, out, errOut, logs)
 }
 
 // removeLocalPathProvisioner deletes what deployLocalPathProvisioner
