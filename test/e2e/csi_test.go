@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodelet/nodelet/test/images"
+	"github.com/nodelet/nodelet/test/testkit"
+)
+
+const csiMockDriver = "io.kubernetes.storage.mock"
+
+// csiImages writes the CSI driver's images: the upstream
+// external-provisioner (from the module proxy, cached) and the tests'
+// mock driver and registrar.
+func csiImages(dir string) error {
+	if _, err := images.ExternalProvisionerImage(dir, images.CacheDir()); err != nil {
+		return err
+	}
+	if _, err := images.CSIMockDriverImage(dir); err != nil {
+		return err
+	}
+	_, err := images.CSIRegistrarImage(dir)
+	return err
+}
+
+// csiEnv is a node with the mock CSI driver deployed (testdata).
+type csiEnv struct {
+	cp       *controlPlane
+	node     *realNode
+	dataDir  string // the volumes' directories on the host
+	manifest string
+}
+
+// deployCSIMock starts an in-cluster node, applies the driver's cluster
+// side (csi-mock-driver.yaml) and, withNode, its node side
+// (csi-mock-node.yaml), and waits for their pods to run.
+func deployCSIMock(t *testing.T, name string, withNode bool) *csiEnv {
+	t.Helper()
+	cp, node := startInClusterNode(t, name, csiImages)
+	e := &csiEnv{cp: cp, node: node, dataDir: filepath.Join(t.TempDir(), "csi-data")}
+	files, workloads := []string{"testdata/csi-mock-driver.yaml"}, []string{"deployment/csi-mock-controller"}
+	if withNode {
+		files, workloads = append(files, "testdata/csi-mock-node.yaml"), append(workloads, "daemonset/csi-mock-node")
+	}
+	var manifests []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		manifests = append(manifests, string(b))
+	}
+	e.manifest = strings.NewReplacer("ROOT_DIR", filepath.Join(node.dir, "root"), "DATA_DIR", e.dataDir).Replace(strings.Join(manifests, "---\n"))
+	if out, errOut, err := cp.kubectlStdin(e.manifest, "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply the CSI driver: %v\n%s%s", err, out, errOut)
+	}
+	for _, w := range workloads {
+		waitRolledOut(t, cp, "csi-mock", w)
+	}
+	return e
+}
+
+// remove deletes the driver and waits until no pod is left and the node
+// holds nothing of them.
+func (e *csiEnv) remove(t *testing.T) {
+	t.Helper()
+	if out, errOut, err := e.cp.kubectlStdin(e.manifest, "delete", "-f", "-", "--wait=false", "--ignore-not-found"); err != nil {
+		t.Errorf("delete the CSI driver: %v\n%s%s", err, out, errOut)
+	}
+	testkit.Eventually(t, 120*time.Second, "no pods and the driver's namespace gone", func() bool {
+		out, _, _ := e.cp.kubectl("get", "pods", "-A", "-o", "name")
+		ns, _, _ := e.cp.kubectl("get", "namespace", "csi-mock", "--ignore-not-found", "-o", "name")
+		return strings.TrimSpace(out) == "" && strings.TrimSpace(ns) == ""
+	})
+	waitNoLeftovers(t, e.node)
+}
+
+func (e *csiEnv) jsonpath(args ...string) string {
+	out, _, _ := e.cp.kubectl(append(args[:len(args)-1:len(args)-1], "-o", "jsonpath="+args[len(args)-1])...)
+	return out
+}
+
+// TestCSIExternalProvisioner: the upstream external-provisioner sidecar
+// (built from the module proxy), running unchanged as a pod with
+// in-cluster configuration beside the tests' mock driver, provisions a
+// claim of the driver's class (CreateVolume) and deletes its volume with
+// the claim (DeleteVolume). Using the volume in a pod needs the driver's
+// node side and the node's CSI support (TestCSIDriver).
+func TestCSIExternalProvisioner(t *testing.T) {
+	e := deployCSIMock(t, "node-csi-prov", false)
+	claim := `apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: csi}
+spec:
+  storageClassName: csi-mock
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 10Mi}}
+`
+	if out, errOut, err := e.cp.kubectlStdin(claim, "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply: %v\n%s%s", err, out, errOut)
+	}
+	testkit.Eventually(t, 60*time.Second, "the claim Bound", func() bool { return e.jsonpath("get", "pvc", "csi", "{.status.phase}") == "Bound" })
+	pv := e.jsonpath("get", "pvc", "csi", "{.spec.volumeName}")
+	got := e.jsonpath("get", "pv", pv, `{.metadata.annotations.pv\.kubernetes\.io/provisioned-by} {.spec.csi.driver} {.spec.csi.volumeHandle} {.spec.capacity.storage} {.spec.persistentVolumeReclaimPolicy}`)
+	if want := csiMockDriver + " " + csiMockDriver + " " + pv + " 10Mi Delete"; got != want {
+		t.Errorf("the provisioned volume (provisioned-by driver handle capacity reclaim): %q, want %q", got, want)
+	}
+	logs, _, _ := e.cp.kubectl("-n", "csi-mock", "logs", "deployment/csi-mock-controller", "-c", "mock-driver")
+	if !strings.Contains(logs, `"Method":"/csi.v1.Controller/CreateVolume"`) || !strings.Contains(logs, `"name":"`+pv+`"`) {
+		t.Errorf("the driver's log lacks the CreateVolume of %s:\n%s", pv, logs)
+	}
+	e.cp.must("delete", "pvc", "csi")
+	testkit.Eventually(t, 60*time.Second, "the volume deleted with the claim", func() bool {
+		out, _, _ := e.cp.kubectl("get", "pv", pv, "--ignore-not-found", "-o", "name")
+		return strings.TrimSpace(out) == ""
+	})
+	logs, _, _ = e.cp.kubectl("-n", "csi-mock", "logs", "deployment/csi-mock-controller", "-c", "mock-driver")
+	if !strings.Contains(logs, `"Method":"/csi.v1.Controller/DeleteVolume"`) {
+		t.Errorf("the driver's log lacks the DeleteVolume of %s:\n%s", pv, logs)
+	}
+	e.remove(t)
+}
