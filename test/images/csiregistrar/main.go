@@ -91,7 +91,7 @@ func run(ctx context.Context, cfg config) error {
 		srv.Stop()
 		return nil
 	case err := <-failed:
-		srv.Stop()
+		srv.GracefulStop() // the node gets its answer first
 		return err
 	case err := <-served:
 		return fmt.Errorf("serve on %s: %w", socket, err)
