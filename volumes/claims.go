@@ -77,7 +77,8 @@ func (p claimPlugin) setup(ctx context.Context, pod *corev1.Pod, vol *corev1.Vol
 	if err != nil {
 		return Mount{}, err
 	}
-	return Mount{HostPath: path, ReadOnly: src.ReadOnly}, nil
+	// Upstream's local plugin manages ownership, its hostPath plugin not.
+	return Mount{HostPath: path, ReadOnly: src.ReadOnly, fsGroupManaged: pv.Spec.Local != nil}, nil
 }
 
 // volumePath is where a node-local PersistentVolume lives on the host,

@@ -68,6 +68,9 @@ type Config struct {
 type Mount struct {
 	HostPath string
 	ReadOnly bool
+	// fsGroupManaged: the plugin's volume takes the pod's fsGroup
+	// (applyFSGroup) once it is set up, unless ReadOnly.
+	fsGroupManaged bool
 }
 
 // Manager sets pod volumes up, refreshes and tears them down. Its methods
@@ -79,6 +82,7 @@ type Manager struct {
 	memory      resource.Quantity
 	allocatable func() corev1.ResourceList
 	locks       podLocks
+	owned       ownedVolumes
 }
 
 // plugin is one volume type. Plugins whose volumes live under the pod
@@ -200,7 +204,28 @@ func (m *Manager) setupVolume(ctx context.Context, pod *corev1.Pod, vol *corev1.
 	if p == nil {
 		return Mount{}, &UnsupportedError{Type: volumeType(vol)}
 	}
-	return p.setup(ctx, pod, vol, m.volumeDir(pod.UID, p, vol.Name))
+	mnt, err := p.setup(ctx, pod, vol, m.volumeDir(pod.UID, p, vol.Name))
+	if err != nil {
+		return Mount{}, err
+	}
+	if err := m.applyOwnership(pod, vol.Name, mnt); err != nil {
+		return Mount{}, err
+	}
+	return mnt, nil
+}
+
+// applyOwnership gives a newly set-up volume the pod's fsGroup, once per
+// pod and volume in this process (SetupPod runs at every sync).
+func (m *Manager) applyOwnership(pod *corev1.Pod, name string, mnt Mount) error {
+	fsGroup, policy := podFSGroup(pod)
+	if fsGroup == nil || !mnt.fsGroupManaged || mnt.ReadOnly || m.owned.has(pod.UID, name) {
+		return nil
+	}
+	if err := applyFSGroup(mnt.HostPath, fsGroup, policy); err != nil {
+		return err
+	}
+	m.owned.add(pod.UID, name)
+	return nil
 }
 
 // volumeDir is where a pod-local volume lives, "" for other plugins.
@@ -295,6 +320,7 @@ func (m *Manager) TeardownPod(ctx context.Context, uid types.UID) error {
 	if err := os.RemoveAll(podDir); err != nil {
 		return fmt.Errorf("remove pod dir %s: %w", podDir, err)
 	}
+	m.owned.forget(uid)
 	m.log.Debug("pod volumes torn down", "uid", uid)
 	return nil
 }
@@ -445,4 +471,34 @@ func (l *podLocks) lock(uid types.UID) func() {
 		}
 		l.mu.Unlock()
 	}
+}
+
+// ownedVolumes are the pod volumes that got their pod's fsGroup.
+type ownedVolumes struct {
+	mu  sync.Mutex
+	set map[types.UID]map[string]bool
+}
+
+func (o *ownedVolumes) has(uid types.UID, name string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.set[uid][name]
+}
+
+func (o *ownedVolumes) add(uid types.UID, name string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.set == nil {
+		o.set = map[types.UID]map[string]bool{}
+	}
+	if o.set[uid] == nil {
+		o.set[uid] = map[string]bool{}
+	}
+	o.set[uid][name] = true
+}
+
+func (o *ownedVolumes) forget(uid types.UID) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.set, uid)
 }
