@@ -78,7 +78,11 @@ func (p claimPlugin) setup(ctx context.Context, pod *corev1.Pod, vol *corev1.Vol
 		return Mount{}, err
 	}
 	// Upstream's local plugin manages ownership, its hostPath plugin not.
-	return Mount{HostPath: path, ReadOnly: src.ReadOnly, fsGroupManaged: pv.Spec.Local != nil}, nil
+	measure := measureNone
+	if pv.Spec.Local != nil {
+		measure = measureStatfs // upstream's local plugin; its hostPath reports nothing
+	}
+	return Mount{HostPath: path, ReadOnly: src.ReadOnly, fsGroupManaged: pv.Spec.Local != nil, measure: measure}, nil
 }
 
 // volumePath is where a node-local PersistentVolume lives on the host,

@@ -71,6 +71,8 @@ type Mount struct {
 	// fsGroupManaged: the plugin's volume takes the pod's fsGroup
 	// (applyFSGroup) once it is set up, unless ReadOnly.
 	fsGroupManaged bool
+	// measure is how VolumeStats measures the volume.
+	measure measureKind
 }
 
 // Manager sets pod volumes up, refreshes and tears them down. Its methods
@@ -82,7 +84,7 @@ type Manager struct {
 	memory      resource.Quantity
 	allocatable func() corev1.ResourceList
 	locks       podLocks
-	owned       ownedVolumes
+	state       podStates
 }
 
 // plugin is one volume type. Plugins whose volumes live under the pod
@@ -208,6 +210,7 @@ func (m *Manager) setupVolume(ctx context.Context, pod *corev1.Pod, vol *corev1.
 	if err != nil {
 		return Mount{}, err
 	}
+	m.state.setUp(pod, vol.Name, mnt)
 	if err := m.applyOwnership(pod, vol.Name, mnt); err != nil {
 		return Mount{}, err
 	}
@@ -218,13 +221,13 @@ func (m *Manager) setupVolume(ctx context.Context, pod *corev1.Pod, vol *corev1.
 // pod and volume in this process (SetupPod runs at every sync).
 func (m *Manager) applyOwnership(pod *corev1.Pod, name string, mnt Mount) error {
 	fsGroup, policy := podFSGroup(pod)
-	if fsGroup == nil || !mnt.fsGroupManaged || mnt.ReadOnly || m.owned.has(pod.UID, name) {
+	if fsGroup == nil || !mnt.fsGroupManaged || mnt.ReadOnly || m.state.owned(pod.UID, name) {
 		return nil
 	}
 	if err := applyFSGroup(mnt.HostPath, fsGroup, policy); err != nil {
 		return err
 	}
-	m.owned.add(pod.UID, name)
+	m.state.setOwned(pod.UID, name)
 	return nil
 }
 
@@ -320,7 +323,7 @@ func (m *Manager) TeardownPod(ctx context.Context, uid types.UID) error {
 	if err := os.RemoveAll(podDir); err != nil {
 		return fmt.Errorf("remove pod dir %s: %w", podDir, err)
 	}
-	m.owned.forget(uid)
+	m.state.forget(uid)
 	m.log.Debug("pod volumes torn down", "uid", uid)
 	return nil
 }
@@ -471,34 +474,4 @@ func (l *podLocks) lock(uid types.UID) func() {
 		}
 		l.mu.Unlock()
 	}
-}
-
-// ownedVolumes are the pod volumes that got their pod's fsGroup.
-type ownedVolumes struct {
-	mu  sync.Mutex
-	set map[types.UID]map[string]bool
-}
-
-func (o *ownedVolumes) has(uid types.UID, name string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.set[uid][name]
-}
-
-func (o *ownedVolumes) add(uid types.UID, name string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.set == nil {
-		o.set = map[types.UID]map[string]bool{}
-	}
-	if o.set[uid] == nil {
-		o.set[uid] = map[string]bool{}
-	}
-	o.set[uid][name] = true
-}
-
-func (o *ownedVolumes) forget(uid types.UID) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	delete(o.set, uid)
 }
