@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,6 +105,14 @@ func volumePath(pv *corev1.PersistentVolume) (string, error) {
 		typ := corev1.HostPathDirectory
 		if pv.Annotations[AnnotationProvisionedBy] == localpath.Provisioner {
 			typ = corev1.HostPathDirectoryOrCreate
+			// The base may be a class's nodePath: mark it as one this
+			// node made volumes in, so that it may remove them.
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return "", fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
+			}
+			if err := localpath.MarkBase(filepath.Dir(path)); err != nil {
+				return "", fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
+			}
 		}
 		if err := CheckHostPathType(path, typ); err != nil {
 			return "", fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
