@@ -46,6 +46,7 @@ require (
 	k8s.io/cri-api v0.37.2
 	k8s.io/cri-client v0.37.2
 	k8s.io/cri-streaming v0.37.2
+	k8s.io/csi-translation-lib v0.0.0
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/kubelet v0.37.2
 	k8s.io/kubernetes v1.37.2
@@ -148,10 +149,10 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/apiextensions-apiserver v0.0.0 // indirect
 	k8s.io/cloud-provider v0.0.0 // indirect
-	k8s.io/csi-translation-lib v0.0.0 // indirect
 	k8s.io/dynamic-resource-allocation v0.37.2 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/kube-scheduler v0.0.0 // indirect
+	k8s.io/kubectl v0.0.0 // indirect
 	k8s.io/mount-utils v0.0.0 // indirect
 	k8s.io/pod-security-admission v0.0.0 // indirect
 	k8s.io/streaming v0.37.2 // indirect

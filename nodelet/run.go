@@ -105,7 +105,8 @@ func (a *Agent) startBase(l *loops, w *wired, hz net.Listener, started <-chan st
 		l.run("healthz", func(ctx context.Context) error { return serveHealthz(ctx, hz, h, a.log) })
 	}
 	if a.cfg.Port > 0 {
-		collector, err := stats.New(stats.Config{NodeName: a.cfg.NodeName, Runtime: w.rt, Log: a.log.With("component", "stats")})
+		collector, err := stats.New(stats.Config{NodeName: a.cfg.NodeName, Runtime: w.rt, Log: a.log.With("component", "stats"),
+			Volumes: w.vols, VolumeInterval: a.cfg.VolumeStatsAggPeriod, VolumeMetrics: a.metrics})
 		if err != nil {
 			return fmt.Errorf("nodelet: %w", err)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,7 +86,12 @@ func (p claimPlugin) setup(ctx context.Context, pod *corev1.Pod, vol *corev1.Vol
 	if err != nil {
 		return Mount{}, err
 	}
-	return Mount{HostPath: path, ReadOnly: src.ReadOnly}, nil
+	// Upstream's local plugin manages ownership, its hostPath plugin not.
+	measure := measureNone
+	if pv.Spec.Local != nil {
+		measure = measureStatfs // upstream's local plugin; its hostPath reports nothing
+	}
+	return Mount{HostPath: path, ReadOnly: src.ReadOnly, fsGroupManaged: pv.Spec.Local != nil, measure: measure}, nil
 }
 
 // volumePath is where a node-local PersistentVolume lives on the host,
@@ -105,6 +112,14 @@ func volumePath(pv *corev1.PersistentVolume) (string, error) {
 		typ := corev1.HostPathDirectory
 		if pv.Annotations[AnnotationProvisionedBy] == localpath.Provisioner {
 			typ = corev1.HostPathDirectoryOrCreate
+			// The base may be a class's nodePath: mark it as one this
+			// node made volumes in, so that it may remove them.
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return "", fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
+			}
+			if err := localpath.MarkBase(filepath.Dir(path)); err != nil {
+				return "", fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
+			}
 		}
 		if err := CheckHostPathType(path, typ); err != nil {
 			return "", fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)

@@ -136,7 +136,7 @@ func (p *csiPlugin) setupPV(ctx context.Context, pod *corev1.Pod, pv *corev1.Per
 
 func (p *csiPlugin) setupVolume(ctx context.Context, pod *corev1.Pod, v csiVolume, dir string) (Mount, error) {
 	target := filepath.Join(dir, csiMountDir)
-	mnt := Mount{HostPath: target, ReadOnly: v.readOnly}
+	mnt := Mount{HostPath: target, ReadOnly: v.readOnly, measure: measureCSI}
 	if err := checkName(v.driver); err != nil || v.handle == "" {
 		return Mount{}, fmt.Errorf("csi: bad driver %q or volume handle %q", v.driver, v.handle)
 	}
@@ -172,7 +172,7 @@ func (p *csiPlugin) setupVolume(ctx context.Context, pod *corev1.Pod, v csiVolum
 	if err != nil {
 		return Mount{}, fmt.Errorf("NodeGetCapabilities of CSI driver %s: %w", v.driver, err)
 	}
-	fsGroup := podFSGroup(pod)
+	fsGroup, _ := podFSGroup(pod)
 	var mountGroup string
 	if fsGroup != nil && caps[csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP] {
 		mountGroup = strconv.FormatInt(*fsGroup, 10) // the driver applies it
@@ -197,11 +197,8 @@ func (p *csiPlugin) setupVolume(ctx context.Context, pod *corev1.Pod, v csiVolum
 		Secrets: secrets, VolumeContext: volumeContext(v, spec, pod)}); err != nil {
 		return Mount{}, fmt.Errorf("NodePublishVolume of volume %s (CSI driver %s) at %s: %w", v.handle, v.driver, target, err)
 	}
-	if mountGroup == "" && csiFSGroupApplies(v, spec) && fsGroup != nil {
-		if err := setCSIOwnership(target, fsGroup, pod.Spec.SecurityContext.FSGroupChangePolicy); err != nil {
-			return Mount{}, fmt.Errorf("apply fsGroup %d to %s: %w", *fsGroup, target, err)
-		}
-	}
+	// The Manager applies the pod's fsGroup unless the driver does.
+	mnt.fsGroupManaged = mountGroup == "" && csiFSGroupApplies(v, spec)
 	return mnt, nil
 }
 
@@ -522,13 +519,6 @@ func csiFSGroupApplies(v csiVolume, spec storagev1.CSIDriverSpec) bool {
 		}
 	}
 	return false
-}
-
-func podFSGroup(pod *corev1.Pod) *int64 {
-	if pod.Spec.SecurityContext == nil {
-		return nil
-	}
-	return pod.Spec.SecurityContext.FSGroup
 }
 
 // CSIStagingDir is the directory of a persistent CSI volume's staging

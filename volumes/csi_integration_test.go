@@ -106,9 +106,10 @@ func TestCSIDriverLifecycle(t *testing.T) {
 	if inUse, err := m.VolumesInUse(); err != nil || !slices.Equal(inUse, []corev1.UniqueVolumeName{"kubernetes.io/csi/" + testDriverName + "^vol-1"}) {
 		t.Errorf("VolumesInUse = %v, %v", inUse, err)
 	}
-	st, ok, err := m.csi.stats(ctx, pod1, &pod1.Spec.Volumes[0], filepath.Dir(target1))
-	if err != nil || !ok || st.CapacityBytes <= 0 || st.Inodes <= 0 || st.UsedBytes < 0 {
-		t.Errorf("stats = %+v, %v, %v", st, ok, err)
+	all, err := m.VolumeStats(ctx)
+	if st := all[pod1.UID]; err != nil || len(st) != 1 || st[0].PVCRef == nil || st[0].PVCRef.Name != "c1" ||
+		st[0].CapacityBytes == nil || *st[0].CapacityBytes == 0 || st[0].Inodes == nil || *st[0].Inodes == 0 {
+		t.Errorf("VolumeStats = %+v, %v: want the driver's NodeGetVolumeStats for claim c1", st, err)
 	}
 	// Idempotent: a second set-up publishes nothing again.
 	if _, err := m.SetupPod(ctx, pod1); err != nil {

@@ -3,11 +3,8 @@ package volumes
 import (
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
-	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -60,49 +57,4 @@ func readJSON(path string, v any) error {
 		return fmt.Errorf("decode %s: %w", path, err)
 	}
 	return nil
-}
-
-// setCSIOwnership gives a published CSI volume to the pod's fsGroup as
-// upstream's SetVolumeOwnership does: every file's group becomes fsGroup
-// and gets group read and write (directories also execute and setgid);
-// with policy OnRootMismatch nothing is walked when the root is right
-// already. It stands in for the shared fsGroup code of volumes/ownership.go.
-func setCSIOwnership(dir string, fsGroup *int64, policy *corev1.PodFSGroupChangePolicy) error {
-	if fsGroup == nil {
-		return nil
-	}
-	gid := int(*fsGroup)
-	if policy != nil && *policy == corev1.FSGroupChangeOnRootMismatch {
-		fi, err := os.Stat(dir)
-		if err != nil {
-			return fmt.Errorf("stat %s: %w", dir, err)
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Gid) == gid &&
-			fi.Mode()&os.ModeSetgid != 0 && fi.Mode().Perm()&0o070 == 0o070 {
-			return nil
-		}
-	}
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := os.Lchown(path, -1, gid); err != nil {
-			return fmt.Errorf("chown %s: %w", path, err)
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		mode := fi.Mode() | 0o060
-		if d.IsDir() {
-			mode |= os.ModeSetgid | 0o010
-		}
-		if err := os.Chmod(path, mode); err != nil {
-			return fmt.Errorf("chmod %s: %w", path, err)
-		}
-		return nil
-	})
 }

@@ -11,12 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// VolumeStats is a volume's usage as the summary API reports it.
-type VolumeStats struct {
-	CapacityBytes, AvailableBytes, UsedBytes int64
-	Inodes, InodesFree, InodesUsed           int64
-}
-
 // stats asks the CSI driver of the volume at dir (as its vol_data.json
 // records it) for the volume's usage, when the driver has
 // GET_VOLUME_STATS; ok is false when there is nothing to report.
@@ -64,13 +58,4 @@ func csiUsage(usage []*csipb.VolumeUsage) VolumeStats {
 		}
 	}
 	return st
-}
-
-// stats reports a claim's volume usage when it is a CSI volume (the
-// node's own hostPath and local volumes have no stats here).
-func (p claimPlugin) stats(ctx context.Context, pod *corev1.Pod, vol *corev1.Volume, _ string) (VolumeStats, bool, error) {
-	if p.csi == nil {
-		return VolumeStats{}, false, nil
-	}
-	return p.csi.stats(ctx, pod, vol, p.csiDir(pod.UID, vol.Name))
 }

@@ -81,6 +81,11 @@ type Config struct {
 type Mount struct {
 	HostPath string
 	ReadOnly bool
+	// fsGroupManaged: the plugin's volume takes the pod's fsGroup
+	// (applyFSGroup) once it is set up, unless ReadOnly.
+	fsGroupManaged bool
+	// measure is how VolumeStats measures the volume.
+	measure measureKind
 }
 
 // Manager sets pod volumes up, refreshes and tears them down. Its methods
@@ -92,6 +97,7 @@ type Manager struct {
 	memory      resource.Quantity
 	allocatable func() corev1.ResourceList
 	locks       podLocks
+	state       podStates
 	csi         *csiPlugin
 }
 
@@ -222,7 +228,29 @@ func (m *Manager) setupVolume(ctx context.Context, pod *corev1.Pod, vol *corev1.
 	if p == nil {
 		return Mount{}, &UnsupportedError{Type: volumeType(vol)}
 	}
-	return p.setup(ctx, pod, vol, m.volumeDir(pod.UID, p, vol.Name))
+	mnt, err := p.setup(ctx, pod, vol, m.volumeDir(pod.UID, p, vol.Name))
+	if err != nil {
+		return Mount{}, err
+	}
+	m.state.setUp(pod, vol.Name, mnt)
+	if err := m.applyOwnership(pod, vol.Name, mnt); err != nil {
+		return Mount{}, err
+	}
+	return mnt, nil
+}
+
+// applyOwnership gives a newly set-up volume the pod's fsGroup, once per
+// pod and volume in this process (SetupPod runs at every sync).
+func (m *Manager) applyOwnership(pod *corev1.Pod, name string, mnt Mount) error {
+	fsGroup, policy := podFSGroup(pod)
+	if fsGroup == nil || !mnt.fsGroupManaged || mnt.ReadOnly || m.state.owned(pod.UID, name) {
+		return nil
+	}
+	if err := applyFSGroup(mnt.HostPath, fsGroup, policy); err != nil {
+		return err
+	}
+	m.state.setOwned(pod.UID, name)
+	return nil
 }
 
 // volumeDir is where a pod-local volume lives, "" for other plugins.
@@ -317,6 +345,7 @@ func (m *Manager) TeardownPod(ctx context.Context, uid types.UID) error {
 	if err := os.RemoveAll(podDir); err != nil {
 		return fmt.Errorf("remove pod dir %s: %w", podDir, err)
 	}
+	m.state.forget(uid)
 	m.log.Debug("pod volumes torn down", "uid", uid)
 	return nil
 }
