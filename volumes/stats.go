@@ -31,6 +31,10 @@ const (
 	// measureStatfs: the file system the volume is on (local
 	// PersistentVolumes: upstream's MetricsStatFS).
 	measureStatfs
+	// measureCSI: the CSI driver's NodeGetVolumeStats (persistent CSI
+	// volumes, reached through their claim; inline ones are the CSI
+	// plugin's, a statser).
+	measureCSI
 )
 
 // VolumeStats is one volume's usage.
@@ -86,6 +90,8 @@ func (m *Manager) measure(ctx context.Context, pv podVolume) (VolumeStats, bool,
 	case measureStatfs:
 		s, err := statfs(pv.mount.HostPath)
 		return s, err == nil, err
+	case measureCSI:
+		return m.csi.stats(ctx, pv.pod, pv.vol, filepath.Dir(pv.mount.HostPath))
 	}
 	return VolumeStats{}, false, nil
 }
