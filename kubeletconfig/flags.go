@@ -29,7 +29,7 @@ var mapped = map[string]bool{
 	"imageGCHighThresholdPercent": true, "imageGCLowThresholdPercent": true, "imageMinimumGCAge": true,
 	"evictionHard": true, "evictionSoft": true, "evictionSoftGracePeriod": true, "evictionMinimumReclaim": true,
 	"evictionPressureTransitionPeriod": true, "evictionMaxPodGracePeriod": true, "mergeDefaultEvictionSettings": true,
-	"containerLogMaxSize": true, "containerLogMaxFiles": true, "allowedUnsafeSysctls": true,
+	"containerLogMaxSize": true, "containerLogMaxFiles": true, "allowedUnsafeSysctls": true, "volumeStatsAggPeriod": true,
 }
 
 // defaultEvictionHard is upstream's DefaultEvictionHard (Linux), which
@@ -91,6 +91,7 @@ func (f *File) Settings() []Setting {
 		add("imageGCLowThresholdPercent", "image-gc-low-threshold", itoa(*c.ImageGCLowThresholdPercent), true)
 	}
 	add("imageMinimumGCAge", "minimum-image-ttl-duration", c.ImageMinimumGCAge.Duration.String(), c.ImageMinimumGCAge.Duration != 0)
+	add("volumeStatsAggPeriod", "volume-stats-agg-period", c.VolumeStatsAggPeriod.Duration.String(), c.VolumeStatsAggPeriod.Duration != 0)
 	return append(out, f.evictionSettings()...)
 }
 

@@ -40,6 +40,7 @@ kubeAPIBurst: 40
 imageGCHighThresholdPercent: 90
 imageGCLowThresholdPercent: 70
 imageMinimumGCAge: 5m
+volumeStatsAggPeriod: 30s
 evictionHard: {memory.available: 200Mi, nodefs.available: 5%}
 evictionSoft: {memory.available: 500Mi}
 evictionSoftGracePeriod: {memory.available: 1m30s}
@@ -83,6 +84,7 @@ func TestSettingsMapEveryField(t *testing.T) {
 		{"imageGCHighThresholdPercent", "image-gc-high-threshold", "90"},
 		{"imageGCLowThresholdPercent", "image-gc-low-threshold", "70"},
 		{"imageMinimumGCAge", "minimum-image-ttl-duration", "5m0s"},
+		{"volumeStatsAggPeriod", "volume-stats-agg-period", "30s"},
 		{"evictionHard", "eviction-hard", "memory.available<200Mi,nodefs.available<5%"},
 		{"evictionSoft", "eviction-soft", "memory.available<500Mi"},
 		{"evictionSoftGracePeriod", "eviction-soft-grace-period", "memory.available=1m30s"},

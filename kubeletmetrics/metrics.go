@@ -76,6 +76,7 @@ type Metrics struct {
 	reg, probeReg *prometheus.Registry
 
 	nodeName *prometheus.GaugeVec
+	volumes  *volumeStats
 
 	plegRelist, plegInterval prometheus.Histogram
 	plegDiscard              prometheus.Counter
@@ -134,7 +135,8 @@ func New(nodeName string) (*Metrics, error) {
 		probeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "prober", Name: "probe_duration_seconds",
 			Help: "Duration in seconds for a probe response.", Buckets: prometheus.DefBuckets},
 			[]string{"probe_type", "container", "pod", "namespace"}),
-		probed: map[types.UID]podRef{},
+		probed:  map[types.UID]podRef{},
+		volumes: &volumeStats{},
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "kubelet", Name: "evictions",
 			Help: "Cumulative number of pod evictions by eviction signal"}, []string{"eviction_signal"}),
 		containerGC: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "nodelet", Name: "container_gc_removed_total",
@@ -156,7 +158,7 @@ func New(nodeName string) (*Metrics, error) {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.nodeName, m.plegRelist, m.plegInterval, m.plegDiscard, m.plegLastSeen, m.runningPods, m.runningContainers,
-		m.podStartSLI, m.podStartTotal, m.imagePull, m.evictions, m.containerGC, m.imageGC,
+		m.podStartSLI, m.podStartTotal, m.imagePull, m.evictions, m.containerGC, m.imageGC, m.volumes,
 	}
 	for _, c := range cs {
 		if err := m.reg.Register(c); err != nil {

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,14 +63,45 @@ func CleanupValue(dirs []string) string {
 	return string(b)
 }
 
+// BaseMarker is the file a node leaves in a directory other than its own
+// that it made a local-path volume in (a class's nodePath): only there,
+// besides its own directory, does it remove volume directories.
+const BaseMarker = ".nodelet-local-path"
+
 // Removable tells whether dir may be removed by a node whose local-path
 // directory is base: a direct child of base, named as the provisioner
 // names volumes (pvc-...).
 func Removable(base, dir string) bool {
-	if base == "" || !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+	return base != "" && volumeDirName(dir) && filepath.Dir(dir) == filepath.Clean(base)
+}
+
+// volumeDirName: dir is clean, absolute and named as the provisioner names
+// volumes.
+func volumeDirName(dir string) bool {
+	return filepath.IsAbs(dir) && filepath.Clean(dir) == dir && strings.HasPrefix(filepath.Base(dir), "pvc-")
+}
+
+// MarkBase leaves BaseMarker in base, the directory of a volume the node
+// is making (its own directory included: harmless there).
+func MarkBase(base string) error {
+	f, err := os.OpenFile(filepath.Join(base, BaseMarker), os.O_CREATE|os.O_WRONLY|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("mark local-path directory %s: %w", base, err)
+	}
+	return f.Close()
+}
+
+// removableHere is Removable, or a volume directory in a base the node
+// marked (a regular file, not a link: a pod never sees the base).
+func removableHere(base, dir string) bool {
+	if Removable(base, dir) {
+		return true
+	}
+	if !volumeDirName(dir) {
 		return false
 	}
-	return filepath.Dir(dir) == filepath.Clean(base) && strings.HasPrefix(filepath.Base(dir), "pvc-")
+	fi, err := os.Lstat(filepath.Join(filepath.Dir(dir), BaseMarker))
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // Config configures the cleanup loop.
@@ -128,7 +160,7 @@ func Run(ctx context.Context, cfg Config) error {
 func cleanup(ctx context.Context, cfg Config, dirs []string, log *slog.Logger) error {
 	var done []string
 	for _, dir := range dirs {
-		if !Removable(cfg.Dir, dir) {
+		if !removableHere(cfg.Dir, dir) {
 			log.Warn("refused to remove a local-path directory outside the node's", "dir", dir, "localPathDir", cfg.Dir)
 			done = append(done, dir)
 			continue

@@ -1,6 +1,8 @@
 package localpath
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,5 +43,33 @@ func TestCleanupAnnotation(t *testing.T) {
 	}
 	if CleanupValue(nil) != "" {
 		t.Error("an empty list has a value")
+	}
+}
+
+// A volume directory in a base the node marked is removable; in an
+// unmarked one, or where the marker is a link, it is not.
+func TestRemovableInMarkedBase(t *testing.T) {
+	own, classDir, unmarked, linked := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
+	if err := MarkBase(classDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := MarkBase(classDir); err != nil {
+		t.Fatalf("marking twice: %v", err)
+	}
+	if err := os.Symlink(filepath.Join(classDir, BaseMarker), filepath.Join(linked, BaseMarker)); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]bool{
+		own + "/pvc-1":               true,
+		classDir + "/pvc-1_ns_name":  true,
+		classDir + "/other":          false,
+		unmarked + "/pvc-1":          false,
+		linked + "/pvc-1":            false,
+		classDir + "/sub/../pvc-1":   false,
+		filepath.Dir(classDir) + "/": false,
+	} {
+		if got := removableHere(own, dir); got != want {
+			t.Errorf("removableHere(%q) = %v, want %v", dir, got, want)
+		}
 	}
 }

@@ -141,6 +141,10 @@ type Config struct {
 	EvictionMonitoringInterval       time.Duration
 	OnEviction                       func(signal string)
 
+	// VolumeStatsAggPeriod is how often the pods' volumes are measured
+	// (--volume-stats-agg-period; zero: stats.DefaultVolumeInterval).
+	VolumeStatsAggPeriod time.Duration
+
 	// Address and Port are where the nodelet's HTTPS API listens (default
 	// 0.0.0.0:10250; Port < 0 disables it). TLSCertFile and TLSKeyFile are
 	// its serving certificate (self-signed when empty); ClientCAFile

@@ -87,7 +87,8 @@ func (l *loops) run(name string, f func(context.Context) error) {
 }
 
 // startBase starts what runs before the node has a pod CIDR: the status
-// writers, the runtime's events and the PLEG, the container logger, the
+// writers, the runtime's events and the PLEG, the CSI driver
+// registration (node plugins are pods on the host network), the container logger, the
 // health endpoint, the API (a port in use fails the start) and systemd's
 // conversation.
 func (a *Agent) startBase(l *loops, w *wired, hz net.Listener, started <-chan struct{}) error {
@@ -95,6 +96,7 @@ func (a *Agent) startBase(l *loops, w *wired, hz net.Listener, started <-chan st
 	l.run("nodestatus", w.node.Run)
 	l.run("runtime events", func(ctx context.Context) error { a.forwardEvents(ctx, w.rt, w.hints); return nil })
 	l.run("pleg", w.pleg.Run)
+	l.run("csi registration", w.csi.Run)
 	if a.logs != nil {
 		l.run("container logger", a.logs.Run)
 	}
@@ -103,7 +105,8 @@ func (a *Agent) startBase(l *loops, w *wired, hz net.Listener, started <-chan st
 		l.run("healthz", func(ctx context.Context) error { return serveHealthz(ctx, hz, h, a.log) })
 	}
 	if a.cfg.Port > 0 {
-		collector, err := stats.New(stats.Config{NodeName: a.cfg.NodeName, Runtime: w.rt, Log: a.log.With("component", "stats")})
+		collector, err := stats.New(stats.Config{NodeName: a.cfg.NodeName, Runtime: w.rt, Log: a.log.With("component", "stats"),
+			Volumes: w.vols, VolumeInterval: a.cfg.VolumeStatsAggPeriod, VolumeMetrics: a.metrics})
 		if err != nil {
 			return fmt.Errorf("nodelet: %w", err)
 		}

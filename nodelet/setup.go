@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/cgroups"
+	"github.com/nodelet/nodelet/csi"
 	"github.com/nodelet/nodelet/network"
 	"github.com/nodelet/nodelet/nodestatus"
 	"github.com/nodelet/nodelet/podlifecycle"
@@ -24,7 +25,11 @@ type components struct {
 	driver cgroups.Driver
 	net    *network.Network
 	vols   *volumes.Manager
-	floor  int
+	// csi registers the node's CSI drivers into drivers, which volumes
+	// calls.
+	csi     *csi.Watcher
+	drivers *csi.Registry
+	floor   int
 	// alloc is the node's allocatable, the downward API's default for
 	// limits a container does not set.
 	alloc corev1.ResourceList
@@ -76,9 +81,15 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: network: %w", err)
 	}
+	c.drivers = csi.NewRegistry()
+	if c.csi, err = csi.NewWatcher(csi.Config{Dir: csi.RegistrationDir(a.cfg.RootDir), NodeName: a.cfg.NodeName,
+		Client: a.client, Registry: c.drivers, Log: a.log.With("component", "csi")}); err != nil {
+		return nil, fmt.Errorf("nodelet: %w", err)
+	}
 	if c.vols, err = volumes.New(volumes.Config{RootDir: a.cfg.RootDir,
-		Sources:         podlifecycle.VolumeObjects{APIObjects: podlifecycle.APIObjects{Client: a.client}, Manager: tokens.New(tokens.FromClient(a.client), nil)},
-		Claims:          podlifecycle.APIObjects{Client: a.client},
+		Sources:  podlifecycle.VolumeObjects{APIObjects: podlifecycle.APIObjects{Client: a.client}, Manager: tokens.New(tokens.FromClient(a.client), nil)},
+		Claims:   podlifecycle.APIObjects{Client: a.client},
+		NodeName: a.cfg.NodeName, CSIDrivers: c.drivers, CSIObjects: podlifecycle.APIObjects{Client: a.client},
 		NodeAllocatable: func() corev1.ResourceList { return alloc }, Log: a.log.With("component", "volumes")}); err != nil {
 		return nil, fmt.Errorf("nodelet: volumes: %w", err)
 	}

@@ -122,10 +122,12 @@ func (a *Agent) wireNode(ctx context.Context, w *wired, nodeEvent func(eventtype
 		APIServer: apiServerURL(a.cfg.RestConfig), RootDir: a.cfg.RootDir, PodCIDR: a.cfg.PodCIDR,
 		SystemReserved: a.cfg.SystemReserved, KubeReserved: a.cfg.KubeReserved,
 		MaxPods: a.cfg.MaxPods, Labels: a.cfg.NodeLabels, Taints: a.cfg.RegisterWithTaints,
-		Annotations:             map[string]string{localpath.AnnotationDir: a.cfg.LocalPathDir},
+		Annotations: map[string]string{localpath.AnnotationDir: a.cfg.LocalPathDir,
+			nodestatus.AnnotationControllerManagedAttach: "true"},
 		ContainerRuntimeVersion: runtimeVersion(ctx, w.rt), Event: nodeEvent, DaemonPort: int32(max(a.cfg.Port, 0)),
 		Readiness: func() error { return readiness(p, net) }, Images: nodestatus.CachedImages(ctx, w.rt.ListImages, time.Now),
-		Pressure: w.pressure.Pressure, PressureChanged: w.pressure.Changed(),
+		VolumesInUse: w.vols.VolumesInUse,
+		Pressure:     w.pressure.Pressure, PressureChanged: w.pressure.Changed(),
 		Log: a.log.With("component", "nodestatus")})
 	if err != nil {
 		return fmt.Errorf("nodelet: %w", err)

@@ -61,6 +61,10 @@ type Observed struct {
 	// list).
 	Images      []corev1.ContainerImage
 	ImagesKnown bool
+	// VolumesInUse is status.volumesInUse when VolumesInUseKnown (else
+	// the node keeps its list): the attachable volumes mounted here.
+	VolumesInUse      []corev1.UniqueVolumeName
+	VolumesInUseKnown bool
 }
 
 // InitialNode is the Node the nodelet creates when it registers.
@@ -138,6 +142,9 @@ func SetStatus(node *corev1.Node, o Observed, nodeName string) {
 	s.DaemonEndpoints.KubeletEndpoint.Port = o.DaemonPort
 	if o.ImagesKnown {
 		s.Images = o.Images
+	}
+	if o.VolumesInUseKnown {
+		s.VolumesInUse = o.VolumesInUse
 	}
 	s.NodeInfo = corev1.NodeSystemInfo{
 		MachineID: o.Host.MachineID, SystemUUID: o.Host.SystemUUID, BootID: o.Host.BootID,

@@ -101,3 +101,21 @@ func TestSetStatusTransitions(t *testing.T) {
 		t.Fatalf("Ready without capacity = %+v", r)
 	}
 }
+
+// TestSetStatusVolumesInUse: the observed volumes in use replace the
+// node's list; an unknown observation (an error) keeps it.
+func TestSetStatusVolumesInUse(t *testing.T) {
+	node := &corev1.Node{Status: corev1.NodeStatus{VolumesInUse: []corev1.UniqueVolumeName{"kubernetes.io/csi/d^old"}}}
+	SetStatus(node, Observed{}, "n")
+	if len(node.Status.VolumesInUse) != 1 {
+		t.Errorf("unknown observation changed the list: %v", node.Status.VolumesInUse)
+	}
+	SetStatus(node, Observed{VolumesInUse: []corev1.UniqueVolumeName{"kubernetes.io/csi/d^a"}, VolumesInUseKnown: true}, "n")
+	if got := node.Status.VolumesInUse; len(got) != 1 || got[0] != "kubernetes.io/csi/d^a" {
+		t.Errorf("volumesInUse = %v", got)
+	}
+	SetStatus(node, Observed{VolumesInUseKnown: true}, "n")
+	if len(node.Status.VolumesInUse) != 0 {
+		t.Errorf("volumesInUse after the last unmount = %v", node.Status.VolumesInUse)
+	}
+}

@@ -78,8 +78,13 @@ type Config struct {
 	// Images lists the node's images for status.images (read once per
 	// status update). Nil: none; an error keeps the last list.
 	Images func() ([]corev1.ContainerImage, error)
-	Clock  clock.WithTicker // default: the real clock
-	Log    *slog.Logger
+	// VolumesInUse lists the attachable volumes mounted on the node
+	// (kubernetes.io/csi/<driver>^<handle>), sorted, for
+	// status.volumesInUse, read once per status update. Nil: none; an
+	// error keeps the last list.
+	VolumesInUse func() ([]corev1.UniqueVolumeName, error)
+	Clock        clock.WithTicker // default: the real clock
+	Log          *slog.Logger
 
 	LeaseDuration         time.Duration // default 40s
 	RenewInterval         time.Duration // default 10s
@@ -230,6 +235,14 @@ func (s *Syncer) observe() Observed {
 			s.log.Warn("list images for the node status", "err", err)
 		} else {
 			o.Images, o.ImagesKnown = ImageList(imgs), true
+		}
+	}
+	if s.cfg.VolumesInUse != nil {
+		vols, err := s.cfg.VolumesInUse()
+		if err != nil {
+			s.log.Warn("list volumes in use for the node status", "err", err)
+		} else {
+			o.VolumesInUse, o.VolumesInUseKnown = vols, true
 		}
 	}
 	return o

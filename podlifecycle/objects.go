@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -55,6 +56,21 @@ func (s APIObjects) PersistentVolume(ctx context.Context, name string) (*corev1.
 	ctx, cancel := context.WithTimeout(ctx, envSourceTimeout)
 	defer cancel()
 	return s.Client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+}
+
+// CSIDriver reads a CSIDriver, for CSI volumes.
+func (s APIObjects) CSIDriver(ctx context.Context, name string) (*storagev1.CSIDriver, error) {
+	ctx, cancel := context.WithTimeout(ctx, envSourceTimeout)
+	defer cancel()
+	return s.Client.StorageV1().CSIDrivers().Get(ctx, name, metav1.GetOptions{})
+}
+
+// VolumeAttachment reads the attachment of a CSI volume to this node
+// (the Node authorizer lets a node get those of its pods' volumes).
+func (s APIObjects) VolumeAttachment(ctx context.Context, name string) (*storagev1.VolumeAttachment, error) {
+	ctx, cancel := context.WithTimeout(ctx, envSourceTimeout)
+	defer cancel()
+	return s.Client.StorageV1().VolumeAttachments().Get(ctx, name, metav1.GetOptions{})
 }
 
 // VolumeObjects is what the volumes manager reads: ConfigMaps and Secrets

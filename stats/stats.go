@@ -22,6 +22,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
 	"github.com/nodelet/nodelet/runtime"
 )
 
@@ -57,6 +60,12 @@ type Config struct {
 	// Container samples carry the runtime's own timestamps.
 	Now func() time.Time
 	Log *slog.Logger
+	// Volumes is measured for the pods' volume entries every
+	// VolumeInterval (DefaultVolumeInterval when zero); nil: none.
+	Volumes        Volumes
+	VolumeInterval time.Duration
+	// VolumeMetrics, if set, gets each measurement of claim volumes.
+	VolumeMetrics VolumeMetrics
 }
 
 // Collector samples the node and its containers and publishes the last
@@ -65,6 +74,7 @@ type Collector struct {
 	cfg      Config
 	sampleMu sync.Mutex // serializes Sample
 	state    atomic.Pointer[snapshot]
+	volumes  atomic.Pointer[map[types.UID][]statsv1alpha1.VolumeStats]
 	handler  http.Handler
 }
 
@@ -99,6 +109,9 @@ func New(cfg Config) (*Collector, error) {
 	if cfg.ProcRoot == "" {
 		cfg.ProcRoot = DefaultProcRoot
 	}
+	if cfg.VolumeInterval <= 0 {
+		cfg.VolumeInterval = DefaultVolumeInterval
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -118,6 +131,13 @@ func New(cfg Config) (*Collector, error) {
 // Run samples at once and then every Interval until ctx ends, and returns
 // nil then. A failed sample is logged; the next one tries again.
 func (c *Collector) Run(ctx context.Context) error {
+	if c.cfg.Volumes != nil {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() { defer close(done); c.runVolumes(ctx) }()
+	}
 	ticker := time.NewTicker(c.cfg.Interval)
 	defer ticker.Stop()
 	for {

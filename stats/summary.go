@@ -1,8 +1,8 @@
 package stats
 
-// The Summary API's shape, from the published snapshot. Only CPU and
-// memory are reported (no file system, network or I/O stats): what
-// metrics-server and `kubectl top` read.
+// The Summary API's shape, from the published snapshot. CPU and memory
+// are reported (what metrics-server and `kubectl top` read), and the pods'
+// volumes; no other file system, network or I/O stats.
 
 import (
 	"cmp"
@@ -33,6 +33,8 @@ import (
 //     samples: nil until something was sampled twice (a new container's
 //     first interval, the node's first). A pod's rate sums the rates its
 //     members have, and is nil when none has one.
+//   - A pod's VolumeStats are its volumes as last measured (see
+//     Config.Volumes), in no particular order.
 //   - Times are those of the samples (for containers, when containerd
 //     read the cgroup).
 func (c *Collector) Summary() *statsv1alpha1.Summary {
@@ -42,7 +44,7 @@ func (c *Collector) Summary() *statsv1alpha1.Summary {
 func (c *Collector) summaryOf(s *snapshot) *statsv1alpha1.Summary {
 	return &statsv1alpha1.Summary{
 		Node: nodeStats(c.cfg.NodeName, s.node, s.prevNode),
-		Pods: podStats(s.containers),
+		Pods: podStats(s.containers, c.podVolumes()),
 	}
 }
 
@@ -78,7 +80,7 @@ type pod struct {
 	first   time.Time         // the earliest container start
 }
 
-func podStats(containers map[string]window) []statsv1alpha1.PodStats {
+func podStats(containers map[string]window, volumes map[types.UID][]statsv1alpha1.VolumeStats) []statsv1alpha1.PodStats {
 	pods := map[types.UID]*pod{}
 	for _, w := range containers {
 		m := w.cur
@@ -101,8 +103,10 @@ func podStats(containers map[string]window) []statsv1alpha1.PodStats {
 		}
 	}
 	out := make([]statsv1alpha1.PodStats, 0, len(pods))
-	for _, p := range pods {
-		out = append(out, p.stats())
+	for uid, p := range pods {
+		ps := p.stats()
+		ps.VolumeStats = slices.Clone(volumes[uid])
+		out = append(out, ps)
 	}
 	slices.SortFunc(out, func(a, b statsv1alpha1.PodStats) int {
 		return cmp.Or(cmp.Compare(a.PodRef.Namespace, b.PodRef.Namespace),

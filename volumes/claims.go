@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/localpath"
 )
@@ -33,9 +36,12 @@ var errNoClaims = errors.New("no source of PersistentVolumeClaims configured")
 // as the path itself (upstream's hostPath and local plugins). The claim
 // must be bound; the volume's and the pod's readOnly both make the mount
 // read-only. Nothing lives under the pod directory, so teardown has
-// nothing to undo and the data outlives the pod.
+// nothing to undo and the data outlives the pod. A volume with spec.csi is
+// the CSI plugin's, in its directory (csiDir), torn down by it.
 type claimPlugin struct {
 	claims Claims
+	csi    *csiPlugin
+	csiDir func(uid types.UID, volume string) string
 }
 
 func (claimPlugin) handles(vol *corev1.Volume) bool {
@@ -73,11 +79,19 @@ func (p claimPlugin) setup(ctx context.Context, pod *corev1.Pod, vol *corev1.Vol
 	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != claim.UID {
 		return Mount{}, fmt.Errorf("PersistentVolume %s is not bound to claim %s/%s", pv.Name, pod.Namespace, src.ClaimName)
 	}
+	if pv.Spec.CSI != nil && p.csi != nil {
+		return p.csi.setupPV(ctx, pod, pv, src.ReadOnly, p.csiDir(pod.UID, vol.Name))
+	}
 	path, err := volumePath(pv)
 	if err != nil {
 		return Mount{}, err
 	}
-	return Mount{HostPath: path, ReadOnly: src.ReadOnly}, nil
+	// Upstream's local plugin manages ownership, its hostPath plugin not.
+	measure := measureNone
+	if pv.Spec.Local != nil {
+		measure = measureStatfs // upstream's local plugin; its hostPath reports nothing
+	}
+	return Mount{HostPath: path, ReadOnly: src.ReadOnly, fsGroupManaged: pv.Spec.Local != nil, measure: measure}, nil
 }
 
 // volumePath is where a node-local PersistentVolume lives on the host,
@@ -98,13 +112,21 @@ func volumePath(pv *corev1.PersistentVolume) (string, error) {
 		typ := corev1.HostPathDirectory
 		if pv.Annotations[AnnotationProvisionedBy] == localpath.Provisioner {
 			typ = corev1.HostPathDirectoryOrCreate
+			// The base may be a class's nodePath: mark it as one this
+			// node made volumes in, so that it may remove them.
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return "", fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
+			}
+			if err := localpath.MarkBase(filepath.Dir(path)); err != nil {
+				return "", fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
+			}
 		}
 		if err := CheckHostPathType(path, typ); err != nil {
 			return "", fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
 		}
 		return path, nil
 	}
-	return "", fmt.Errorf("PersistentVolume %s: only hostPath and local volumes are supported on this node", pv.Name)
+	return "", fmt.Errorf("PersistentVolume %s: only hostPath, local and CSI volumes are supported on this node", pv.Name)
 }
 
 func (claimPlugin) teardown(context.Context, string) error { return nil }

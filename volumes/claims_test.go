@@ -85,7 +85,7 @@ func TestClaimVolumes(t *testing.T) {
 		"missing": "is not a directory",
 		"pending": "is not bound",
 		"stolen":  "is not bound to claim default/stolen",
-		"nfs":     "only hostPath and local volumes",
+		"nfs":     "only hostPath, local and CSI volumes",
 		"gone":    "not found",
 	} {
 		if _, err := p.setup(ctx, pod, vol(claim, false), ""); err == nil || !strings.Contains(err.Error(), want) {

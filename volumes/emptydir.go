@@ -42,7 +42,7 @@ func (p *emptyDirPlugin) setup(_ context.Context, pod *corev1.Pod, vol *corev1.V
 	default:
 		return Mount{}, &UnsupportedError{Type: fmt.Sprintf("emptyDir medium %q", vol.EmptyDir.Medium)}
 	}
-	return Mount{HostPath: dir}, nil
+	return Mount{HostPath: dir, fsGroupManaged: true, measure: measureDu}, nil
 }
 
 func (p *emptyDirPlugin) teardown(_ context.Context, dir string) error {

@@ -170,3 +170,24 @@ func unmountAllBelow(dir string) error {
 	}
 	return fmt.Errorf("unmount below %s: mounts remain after repeated unmounts", dir)
 }
+
+// isMountPoint reports whether dir is the root of a mount (bind mounts
+// included); a missing dir is not.
+func isMountPoint(dir string) (bool, error) {
+	real, ok, err := resolve(dir)
+	if err != nil || !ok {
+		return false, err
+	}
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, real, unix.AT_SYMLINK_NOFOLLOW, 0, &stx); err != nil {
+		return false, fmt.Errorf("statx %s: %w", real, err)
+	}
+	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
+	}
+	mounts, err := readMounts() // kernels before 5.8
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(mounts, func(m mountEntry) bool { return m.Point == real }), nil
+}

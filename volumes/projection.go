@@ -52,7 +52,7 @@ func (p *projectionPlugin) setup(ctx context.Context, pod *corev1.Pod, vol *core
 	if changed {
 		p.m.log.Debug("volume content written", "pod", podRef(pod), "volume", vol.Name, "plugin", p.name, "files", len(payload))
 	}
-	return Mount{HostPath: dir, ReadOnly: true}, nil
+	return Mount{HostPath: dir, ReadOnly: true, measure: measureDu}, nil
 }
 
 func (p *projectionPlugin) teardown(_ context.Context, dir string) error {

@@ -6,7 +6,7 @@
 // RootDir/pods/<uid>/volumes/<plugin>/<name>, with the plugin names of
 // upstream (kubernetes.io~empty-dir, kubernetes.io~configmap,
 // kubernetes.io~secret, kubernetes.io~downward-api,
-// kubernetes.io~projected), so a pod's directory tells what it holds and
+// kubernetes.io~projected, kubernetes.io~csi), so a pod's directory tells what it holds and
 // teardown needs nothing but the directory tree. Secret and projected
 // volumes, and emptyDirs of medium Memory, are tmpfs mounts there.
 // configMap, secret, downwardAPI and projected content is written by an
@@ -31,6 +31,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -59,6 +60,18 @@ type Config struct {
 	// Claims serves the claims and volumes of persistentVolumeClaim
 	// volumes. Nil: such volumes fail to set up.
 	Claims Claims
+	// NodeName names the node in CSI VolumeAttachments.
+	NodeName string
+	// CSIDrivers gives the node's registered CSI drivers. Nil: CSI
+	// volumes fail to set up and to tear down.
+	CSIDrivers CSIDrivers
+	// CSIObjects serves CSIDrivers and VolumeAttachments. Nil: every
+	// driver has the defaults of a missing CSIDriver, and volumes that
+	// need an attachment fail.
+	CSIObjects CSIObjects
+	// AttachTimeout bounds one wait of a CSI volume's set-up for its
+	// VolumeAttachment; default 15s (the pod's next sync waits again).
+	AttachTimeout time.Duration
 }
 
 // Mount is a prepared volume: the host path to bind into containers and
@@ -68,6 +81,11 @@ type Config struct {
 type Mount struct {
 	HostPath string
 	ReadOnly bool
+	// fsGroupManaged: the plugin's volume takes the pod's fsGroup
+	// (applyFSGroup) once it is set up, unless ReadOnly.
+	fsGroupManaged bool
+	// measure is how VolumeStats measures the volume.
+	measure measureKind
 }
 
 // Manager sets pod volumes up, refreshes and tears them down. Its methods
@@ -79,6 +97,8 @@ type Manager struct {
 	memory      resource.Quantity
 	allocatable func() corev1.ResourceList
 	locks       podLocks
+	state       podStates
+	csi         *csiPlugin
 }
 
 // plugin is one volume type. Plugins whose volumes live under the pod
@@ -114,10 +134,18 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{root: root, log: log, memory: cfg.NodeAllocatableMemory, allocatable: cfg.NodeAllocatable}
 	src := cfg.Sources
+	attach := cfg.AttachTimeout
+	if attach <= 0 {
+		attach = 15 * time.Second
+	}
+	m.csi = &csiPlugin{root: root, nodeName: cfg.NodeName, drivers: cfg.CSIDrivers, objects: cfg.CSIObjects, secrets: src,
+		log: log, attachTimeout: attach, attachPoll: time.Second}
 	m.plugins = []plugin{
 		&emptyDirPlugin{memory: m.allocatableMemory, log: log},
 		&hostPathPlugin{},
-		claimPlugin{claims: cfg.Claims},
+		claimPlugin{claims: cfg.Claims, csi: m.csi,
+			csiDir: func(uid types.UID, name string) string { return m.volumeDir(uid, m.csi, name) }},
+		m.csi,
 		&projectionPlugin{name: "kubernetes.io~configmap", m: m,
 			match: func(v *corev1.Volume) bool { return v.ConfigMap != nil },
 			payload: func(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) (map[string]FileProjection, error) {
@@ -200,7 +228,29 @@ func (m *Manager) setupVolume(ctx context.Context, pod *corev1.Pod, vol *corev1.
 	if p == nil {
 		return Mount{}, &UnsupportedError{Type: volumeType(vol)}
 	}
-	return p.setup(ctx, pod, vol, m.volumeDir(pod.UID, p, vol.Name))
+	mnt, err := p.setup(ctx, pod, vol, m.volumeDir(pod.UID, p, vol.Name))
+	if err != nil {
+		return Mount{}, err
+	}
+	m.state.setUp(pod, vol.Name, mnt)
+	if err := m.applyOwnership(pod, vol.Name, mnt); err != nil {
+		return Mount{}, err
+	}
+	return mnt, nil
+}
+
+// applyOwnership gives a newly set-up volume the pod's fsGroup, once per
+// pod and volume in this process (SetupPod runs at every sync).
+func (m *Manager) applyOwnership(pod *corev1.Pod, name string, mnt Mount) error {
+	fsGroup, policy := podFSGroup(pod)
+	if fsGroup == nil || !mnt.fsGroupManaged || mnt.ReadOnly || m.state.owned(pod.UID, name) {
+		return nil
+	}
+	if err := applyFSGroup(mnt.HostPath, fsGroup, policy); err != nil {
+		return err
+	}
+	m.state.setOwned(pod.UID, name)
+	return nil
 }
 
 // volumeDir is where a pod-local volume lives, "" for other plugins.
@@ -295,6 +345,7 @@ func (m *Manager) TeardownPod(ctx context.Context, uid types.UID) error {
 	if err := os.RemoveAll(podDir); err != nil {
 		return fmt.Errorf("remove pod dir %s: %w", podDir, err)
 	}
+	m.state.forget(uid)
 	m.log.Debug("pod volumes torn down", "uid", uid)
 	return nil
 }
@@ -413,26 +464,30 @@ func volumeType(vol *corev1.Volume) string {
 
 // podLocks serializes the operations on one pod; different pods proceed
 // in parallel.
-type podLocks struct {
+type podLocks = keyedLocks[types.UID]
+
+// keyedLocks serializes the operations on one key (a pod, a CSI volume's
+// staging path); different keys proceed in parallel.
+type keyedLocks[K comparable] struct {
 	mu    sync.Mutex
-	locks map[types.UID]*podLock
+	locks map[K]*keyLock
 }
 
-type podLock struct {
+type keyLock struct {
 	sync.Mutex
 	refs int
 }
 
-// lock locks uid and returns the unlock function.
-func (l *podLocks) lock(uid types.UID) func() {
+// lock locks key and returns the unlock function.
+func (l *keyedLocks[K]) lock(key K) func() {
 	l.mu.Lock()
 	if l.locks == nil {
-		l.locks = make(map[types.UID]*podLock)
+		l.locks = make(map[K]*keyLock)
 	}
-	pl := l.locks[uid]
+	pl := l.locks[key]
 	if pl == nil {
-		pl = &podLock{}
-		l.locks[uid] = pl
+		pl = &keyLock{}
+		l.locks[key] = pl
 	}
 	pl.refs++
 	l.mu.Unlock()
@@ -441,7 +496,7 @@ func (l *podLocks) lock(uid types.UID) func() {
 		pl.Unlock()
 		l.mu.Lock()
 		if pl.refs--; pl.refs == 0 {
-			delete(l.locks, uid)
+			delete(l.locks, key)
 		}
 		l.mu.Unlock()
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nodelet/nodelet/nodelet"
 	"github.com/nodelet/nodelet/runtime"
 	"github.com/nodelet/nodelet/runtime/containerd"
+	"github.com/nodelet/nodelet/stats"
 )
 
 // options are the command line's values; finish turns them into the
@@ -109,6 +110,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&cfg.ImageGCHighThresholdPercent, "image-gc-high-threshold", 85, "image filesystem usage (percent) that starts image GC; 100 disables it")
 	fs.IntVar(&cfg.ImageGCLowThresholdPercent, "image-gc-low-threshold", 80, "image filesystem usage (percent) image GC frees down to")
 	fs.DurationVar(&cfg.ImageMinimumGCAge, "minimum-image-ttl-duration", 2*time.Minute, "minimum age of an unused image before image GC may remove it")
+	fs.DurationVar(&cfg.VolumeStatsAggPeriod, "volume-stats-agg-period", stats.DefaultVolumeInterval, "how often the pods' volumes are measured for the summary API and kubelet_volume_stats_*")
 	fs.StringVar(&o.evictionHard, "eviction-hard", eviction.DefaultHard, "hard eviction thresholds, signal<quantity or signal<percent,... (signals: memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available); \"\" disables them")
 	fs.StringVar(&o.evictionSoft, "eviction-soft", "", "soft eviction thresholds, same syntax as --eviction-hard; each needs a grace period")
 	fs.StringVar(&o.evictionSoftGrace, "eviction-soft-grace-period", "", "how long each soft threshold must be met before pods are evicted, signal=duration,... (e.g. memory.available=1m30s)")

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,7 +39,7 @@ spec:
 // volume left Released.
 func TestPersistentStorage(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
-	node := startRealNode(t, cp, "node-storage")
+	node := startRealNode(t, cp, "node-storage", "--volume-stats-agg-period=1s")
 	testkit.Eventually(t, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
@@ -144,6 +145,7 @@ func TestPersistentStorage(t *testing.T) {
 		})
 	})
 
+	t.Run("fsGroup and volume stats", func(t *testing.T) { testClaimOwnershipAndStats(t, cp, node.name) })
 	t.Run("generic ephemeral volume", func(t *testing.T) {
 		apply(ephemeralVolumePod)
 		testkit.Eventually(t, 60*time.Second, "eph Running", func() bool { return jsonpath("get", "pod", "eph", "{.status.phase}") == "Running" })
@@ -227,3 +229,103 @@ spec:
           accessModes: [ReadWriteOnce]
           resources: {requests: {storage: 10Mi}}
 `
+
+// testClaimOwnershipAndStats: a class's nodePath places its volumes; a
+// claim's volume takes the pod's fsGroup, and the node reports its usage
+// in the Summary API and as kubelet_volume_stats_* under the claim's
+// name; the directory goes with the claim.
+func testClaimOwnershipAndStats(t *testing.T, cp *controlPlane, nodeName string) {
+	nodePath := t.TempDir()
+	if out, errOut, err := cp.kubectlStdin(`apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local-disk}
+provisioner: nodelet.io/local-path
+volumeBindingMode: WaitForFirstConsumer
+parameters: {nodePath: `+nodePath+`}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: owned}
+spec:
+  storageClassName: local-disk
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: owner}
+spec:
+  terminationGracePeriodSeconds: 1
+  securityContext: {fsGroup: 2345, fsGroupChangePolicy: OnRootMismatch}
+  containers:
+  - name: main
+    image: busybox:1.36
+    command: ["sh", "-c", "head -c 300000 /dev/zero > /data/blob; sleep 3600"]
+    securityContext: {runAsUser: 1000}
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: owned}
+`, "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply: %v\n%s%s", err, out, errOut)
+	}
+	defer cp.kubectl("delete", "pod/owner", "pvc/owned", "storageclass/local-disk", "--wait=false")
+	testkit.Eventually(t, 60*time.Second, "owner Running", func() bool {
+		out, _, _ := cp.kubectl("get", "pod", "owner", "-o", "jsonpath={.status.phase}")
+		return out == "Running"
+	})
+	dir := strings.TrimSpace(cp.must("get", "pv", strings.TrimSpace(cp.must("get", "pvc", "owned", "-o", "jsonpath={.spec.volumeName}")),
+		"-o", "jsonpath={.spec.local.path}"))
+	if filepath.Dir(dir) != nodePath {
+		t.Errorf("the volume's directory %q is not in the class's nodePath %s", dir, nodePath)
+	}
+	// User 1000 could write only through the group.
+	if out := strings.TrimSpace(cp.must("exec", "owner", "--", "stat", "-c", "%g %A", "/data")); !strings.HasPrefix(out, "2345 drwxrws") {
+		t.Errorf("the volume's group and mode: %q, want group 2345 with rws", out)
+	}
+	if out := strings.TrimSpace(cp.must("exec", "owner", "--", "stat", "-c", "%g %s", "/data/blob")); out != "2345 300000" {
+		t.Errorf("the file user 1000 wrote (group size): %q", out)
+	}
+	summary := "/api/v1/nodes/" + nodeName + "/proxy/stats/summary"
+	var last string
+	defer func() {
+		if t.Failed() {
+			t.Logf("last summary: %s", last)
+		}
+	}()
+	testkit.Eventually(t, 30*time.Second, "the claim's volume in the summary", func() bool {
+		out, _, _ := cp.kubectl("get", "--raw", summary)
+		last = out
+		var s struct {
+			Pods []struct {
+				PodRef      struct{ Name string }
+				VolumeStats []struct {
+					Name      string
+					PVCRef    *struct{ Name, Namespace string }
+					UsedBytes uint64
+				} `json:"volume"`
+			}
+		}
+		if json.Unmarshal([]byte(out), &s) != nil {
+			return false
+		}
+		for _, p := range s.Pods {
+			for _, v := range p.VolumeStats {
+				if p.PodRef.Name == "owner" && v.Name == "data" && v.PVCRef != nil && v.PVCRef.Name == "owned" && v.UsedBytes >= 300000 {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	testkit.Eventually(t, 30*time.Second, "kubelet_volume_stats_used_bytes of the claim", func() bool {
+		out, _, _ := cp.kubectl("get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/metrics")
+		return strings.Contains(out, `kubelet_volume_stats_used_bytes{namespace="default",persistentvolumeclaim="owned"}`)
+	})
+	cp.must("delete", "pod", "owner")
+	cp.must("delete", "pvc", "owned")
+	testkit.Eventually(t, 60*time.Second, "the volume's directory removed from the class's nodePath", func() bool {
+		_, err := os.Stat(dir)
+		return os.IsNotExist(err)
+	})
+}

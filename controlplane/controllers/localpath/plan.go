@@ -75,10 +75,17 @@ func wantsVolume(claim *corev1.PersistentVolumeClaim) bool {
 // name them.
 func VolumeName(claim *corev1.PersistentVolumeClaim) string { return "pvc-" + string(claim.UID) }
 
+// ParamNodePath is the class parameter choosing the directory volumes are
+// made in on every node, instead of each node's own (rancher's
+// local-path-provisioner spells it the same way).
+const ParamNodePath = "nodePath"
+
 // PlanVolume is the volume for claim on node, per class: a local volume in
-// the node's directory, pinned to the node, pre-bound to the claim.
-// It fails for a claim without a selected node (the class must be
-// WaitForFirstConsumer) or a node whose agent has no directory.
+// the node's directory (or the class's nodePath), pinned to the node,
+// pre-bound to the claim. It fails for a claim without a selected node
+// (the class must be WaitForFirstConsumer), a node whose agent has no
+// directory, or a class with a parameter other than a clean absolute
+// nodePath.
 func PlanVolume(claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, node *corev1.Node) (*corev1.PersistentVolume, error) {
 	if class.Provisioner != Provisioner {
 		return nil, ErrNotForUs
@@ -92,9 +99,9 @@ func PlanVolume(claim *corev1.PersistentVolumeClaim, class *storagev1.StorageCla
 	if claim.Spec.DataSource != nil || claim.Spec.DataSourceRef != nil {
 		return nil, errors.New("data sources are not supported")
 	}
-	dir := node.Annotations[AnnotationDir]
-	if dir == "" || !path.IsAbs(dir) {
-		return nil, fmt.Errorf("node %s publishes no local-path directory (%s)", node.Name, AnnotationDir)
+	dir, err := baseDir(class, node)
+	if err != nil {
+		return nil, err
 	}
 	size, ok := claim.Spec.Resources.Requests[corev1.ResourceStorage]
 	if !ok {
@@ -150,4 +157,23 @@ func volumeNode(pv *corev1.PersistentVolume) string {
 		}
 	}
 	return ""
+}
+
+// baseDir is where the volume's directory goes: the class's nodePath, else
+// the node's own directory.
+func baseDir(class *storagev1.StorageClass, node *corev1.Node) (string, error) {
+	for k, v := range class.Parameters {
+		if k != ParamNodePath {
+			return "", fmt.Errorf("unsupported parameter %q (only %s is)", k, ParamNodePath)
+		}
+		if !path.IsAbs(v) || path.Clean(v) != v || v == "/" {
+			return "", fmt.Errorf("parameter %s %q is not a clean absolute directory below /", ParamNodePath, v)
+		}
+		return v, nil
+	}
+	dir := node.Annotations[AnnotationDir]
+	if dir == "" || !path.IsAbs(dir) {
+		return "", fmt.Errorf("node %s publishes no local-path directory (%s)", node.Name, AnnotationDir)
+	}
+	return dir, nil
 }

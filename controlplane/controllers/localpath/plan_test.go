@@ -34,6 +34,16 @@ func TestPlanVolume(t *testing.T) {
 		t.Errorf("volume %+v", pv)
 	}
 
+	// A class's nodePath replaces the node's directory.
+	disk := class.DeepCopy()
+	disk.Parameters = map[string]string{ParamNodePath: "/mnt/disk1"}
+	if pv, err := PlanVolume(claim, disk, node); err != nil || pv.Spec.Local.Path != "/mnt/disk1/pvc-u-1_db_data" {
+		t.Errorf("volume of a class with nodePath: %v, %v", pv, err)
+	}
+	relative, unknown := disk.DeepCopy(), disk.DeepCopy()
+	relative.Parameters[ParamNodePath] = "mnt/../x"
+	unknown.Parameters = map[string]string{"pathPattern": "x"}
+
 	noNode := claim.DeepCopy()
 	delete(noNode.Annotations, annSelectedNode)
 	bare := node.DeepCopy()
@@ -49,6 +59,8 @@ func TestPlanVolume(t *testing.T) {
 		"Immediate class":     {noNode, class, node, "WaitForFirstConsumer"},
 		"node without a dir":  {claim, class, bare, "publishes no local-path directory"},
 		"another provisioner": {claim, other, node, "not a claim of the local-path provisioner"},
+		"relative nodePath":   {claim, relative, node, "not a clean absolute directory"},
+		"unknown parameter":   {claim, unknown, node, `unsupported parameter "pathPattern"`},
 	} {
 		if _, err := PlanVolume(tc.claim, tc.class, tc.node); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)

@@ -148,6 +148,8 @@ func builders() map[string]builder {
 		"pvc-protection-controller":          buildPVCProtection,
 		"pv-protection-controller":           buildPVProtection,
 		"ephemeral-volume-controller":        buildEphemeralVolume,
+		"attachdetach-controller":            buildAttachDetach,
+		"expand-controller":                  buildExpand,
 		tokensController:                     buildTokens,
 	}
 }
