@@ -124,3 +124,72 @@ spec:
 	}
 	e.remove(t)
 }
+
+// TestCSIDriver: the mock driver's node side (driver and the tests'
+// registrar, a privileged DaemonSet) registers through the node's
+// plugins_registry (the CSINode lists the driver with the node's ID), a
+// pod uses a claim the external-provisioner provisioned (staged and
+// published by the driver: the pod's writes land in the volume's
+// directory on the host), the pod's end unpublishes and unstages it, the
+// claim's deletion deletes the volume and its directory, and the driver's
+// removal deregisters it.
+//
+// It needs the node's CSI support (plugin registration, staging and
+// publishing) and privileged containers that run on this host.
+func TestCSIDriver(t *testing.T) {
+	e := deployCSIMock(t, "node-csi", true)
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _, _ := e.cp.kubectl("-n", "csi-mock", "logs", "daemonset/csi-mock-node", "--all-containers", "--tail=60")
+			t.Logf("the driver's node pod's logs:\n%s", out)
+		}
+	})
+	testkit.Eventually(t, 60*time.Second, "the driver registered in the CSINode", func() bool {
+		return e.jsonpath("get", "csinode", e.node.name, "{.spec.drivers[*].name}/{.spec.drivers[*].nodeID}") == csiMockDriver+"/"+e.node.name
+	})
+	claim := `apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: csi}
+spec:
+  storageClassName: csi-mock
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 10Mi}}
+---
+`
+	if out, errOut, err := e.cp.kubectlStdin(claim+storagePod("user", "csi", "echo through-csi > /data/hello; sleep 3600"), "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply: %v\n%s%s", err, out, errOut)
+	}
+	testkit.Eventually(t, 90*time.Second, "user Running", func() bool { return e.jsonpath("get", "pod", "user", "{.status.phase}") == "Running" })
+	pv := e.jsonpath("get", "pvc", "csi", "{.spec.volumeName}")
+	handle := e.jsonpath("get", "pv", pv, "{.spec.csi.volumeHandle}")
+	volDir := filepath.Join(e.dataDir, handle)
+	testkit.Eventually(t, 30*time.Second, "the pod's write in the volume's directory", func() bool {
+		b, err := os.ReadFile(filepath.Join(volDir, "hello"))
+		return err == nil && strings.TrimSpace(string(b)) == "through-csi"
+	})
+	nodeLogs := func() string {
+		out, _, _ := e.cp.kubectl("-n", "csi-mock", "logs", "daemonset/csi-mock-node", "-c", "mock-driver")
+		return out
+	}
+	for _, m := range []string{"NodeStageVolume", "NodePublishVolume"} {
+		if logs := nodeLogs(); !strings.Contains(logs, `"Method":"/csi.v1.Node/`+m+`"`) {
+			t.Errorf("the node driver's log lacks %s:\n%s", m, logs)
+		}
+	}
+
+	e.cp.must("delete", "pod", "user")
+	testkit.Eventually(t, 60*time.Second, "the volume unpublished and unstaged", func() bool {
+		logs := nodeLogs()
+		return strings.Contains(logs, `"Method":"/csi.v1.Node/NodeUnpublishVolume"`) && strings.Contains(logs, `"Method":"/csi.v1.Node/NodeUnstageVolume"`)
+	})
+	e.cp.must("delete", "pvc", "csi")
+	testkit.Eventually(t, 60*time.Second, "the volume and its directory deleted with the claim", func() bool {
+		out, _, _ := e.cp.kubectl("get", "pv", pv, "--ignore-not-found", "-o", "name")
+		_, err := os.Stat(volDir)
+		return strings.TrimSpace(out) == "" && os.IsNotExist(err)
+	})
+	e.remove(t)
+	testkit.Eventually(t, 60*time.Second, "the driver deregistered from the CSINode", func() bool {
+		return !strings.Contains(e.jsonpath("get", "csinode", e.node.name, "{.spec.drivers[*].name}"), csiMockDriver)
+	})
+}
