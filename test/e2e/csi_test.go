@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,6 +139,11 @@ spec:
 // publishing) and privileged containers that run on this host.
 func TestCSIDriver(t *testing.T) {
 	e := deployCSIMock(t, "node-csi", true)
+	// The node made the driver's Bidirectional host paths shared mounts
+	// of their own, and leaves them (as the kubelet its root): they go
+	// once the node is done with them.
+	root := filepath.Join(e.node.dir, "root")
+	t.Cleanup(func() { unmountSharedBinds(t, root) })
 	t.Cleanup(func() {
 		if t.Failed() {
 			out, _, _ := e.cp.kubectl("-n", "csi-mock", "logs", "daemonset/csi-mock-node", "--all-containers", "--tail=60")
@@ -192,4 +198,22 @@ spec:
 	testkit.Eventually(t, 60*time.Second, "the driver deregistered from the CSINode", func() bool {
 		return !strings.Contains(e.jsonpath("get", "csinode", e.node.name, "{.spec.drivers[*].name}"), csiMockDriver)
 	})
+}
+
+// unmountSharedBinds detaches the shared bind mounts a node made of its
+// pods and plugins directories for a driver's Bidirectional mounts.
+func unmountSharedBinds(t testing.TB, root string) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == filepath.Join(root, "pods") || f[4] == filepath.Join(root, "plugins")) {
+			if err := syscall.Unmount(f[4], syscall.MNT_DETACH); err != nil {
+				t.Errorf("unmount %s: %v", f[4], err)
+			}
+		}
+	}
 }
