@@ -303,6 +303,7 @@ func startUpstreamControlPlane(b testing.TB) *upstreamControlPlane {
 type upstreamNode struct {
 	name, netns, ip, dir, cgroupRoot, ctdAddr string
 	kubelet                                   *upstreamProc
+	kubeletArgs                               []string // nsenter and the kubelet's command line
 }
 
 // upstreamCRIConfig is the CRI plugin of the node's containerd: the
@@ -373,6 +374,13 @@ imageGCLowThresholdPercent: 99
 // pod network namespace left on the host.
 func startUpstreamNode(b testing.TB, u *upstreamControlPlane, name string) *upstreamNode {
 	b.Helper()
+	return startUpstreamNodeWith(b, u, name, "")
+}
+
+// startUpstreamNodeWith is startUpstreamNode with extraConfig (YAML lines)
+// appended to the kubelet's configuration.
+func startUpstreamNodeWith(b testing.TB, u *upstreamControlPlane, name, extraConfig string) *upstreamNode {
+	b.Helper()
 	testkit.RequireRoot(b, "an upstream node makes a network namespace and cgroups, and runs containerd and the kubelet")
 	suffix := randomSuffix()
 	subnet := nodeSubnet(b)
@@ -403,15 +411,23 @@ func startUpstreamNode(b testing.TB, u *upstreamControlPlane, name string) *upst
 	writeFile(b, resolv, "nameserver 127.0.0.1\n")
 	config := filepath.Join(n.dir, "kubelet.yaml")
 	writeFile(b, config, fmt.Sprintf(upstreamKubeletConfig, n.cgroupRoot, "unix://"+n.ctdAddr, resolv,
-		filepath.Join(n.dir, "pods"), n.ip))
-	n.kubelet = startUpstreamProc(b, n.dir, "kubelet", hosttools.Command("nsenter", "--net=/run/netns/"+n.netns,
+		filepath.Join(n.dir, "pods"), n.ip)+extraConfig)
+	n.kubeletArgs = []string{"--net=/run/netns/" + n.netns,
 		"kubelet", "--config", config, "--kubeconfig", u.kubeconfig, "--root-dir", rootDir,
-		"--hostname-override", name, "--node-ip", n.ip))
+		"--hostname-override", name, "--node-ip", n.ip}
+	n.kubelet = startUpstreamProc(b, n.dir, "kubelet", hosttools.Command("nsenter", n.kubeletArgs...))
 	n.kubelet.waitUp(b, 2*time.Minute, func() bool {
 		out, _, _ := u.kubectl("get", "node", name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
 	})
 	return n
+}
+
+// startKubelet starts a stopped kubelet again with the same command line
+// (its pods kept running), without waiting for anything.
+func (n *upstreamNode) startKubelet(b testing.TB) {
+	b.Helper()
+	n.kubelet = startUpstreamProc(b, n.dir, "kubelet", hosttools.Command("nsenter", n.kubeletArgs...))
 }
 
 // makeCgroupRoot creates root in every cgroup hierarchy: the kubelet
