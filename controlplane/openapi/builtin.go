@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	restful "github.com/emicklei/go-restful/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,11 +63,17 @@ type builtins struct {
 
 	mu    sync.Mutex
 	namer *apiopenapi.DefinitionNamer
-	// defs are upstream's definitions with v3 references, kept while
-	// some v3 document is not built yet (pending).
-	defs    map[string]common.OpenAPIDefinition
-	pending int
+	// defs are upstream's definitions with v3 references (about 8 MB of
+	// heap), kept while some v3 document is not built yet (pending), but
+	// only for keepDefs after the last build: a client reads a few
+	// group-versions in a burst (kubectl: the one it explains or applies).
+	defs     map[string]common.OpenAPIDefinition
+	pending  int
+	dropDefs *time.Timer
 }
+
+// keepDefs is how long the definitions outlive the last v3 build.
+const keepDefs = 30 * time.Second
 
 func (b *builtins) buildV3(gv schema.GroupVersion) (*spec3.OpenAPI, error) {
 	b.mu.Lock()
@@ -86,6 +93,14 @@ func (b *builtins) buildV3(gv schema.GroupVersion) (*spec3.OpenAPI, error) {
 	filterScopedGVKs(doc, gv)
 	if b.pending--; b.pending <= 0 {
 		b.defs = nil
+	} else if b.dropDefs == nil {
+		b.dropDefs = time.AfterFunc(keepDefs, func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.defs = nil
+		})
+	} else {
+		b.dropDefs.Reset(keepDefs)
 	}
 	return doc, nil
 }
