@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,6 +49,11 @@ type ContainerSpecConfig struct {
 	// CgroupNamespace gives an unprivileged container its own cgroup
 	// namespace (containerd does on cgroup v2).
 	CgroupNamespace bool
+	// HostCapabilities are the capabilities the host can grant (those of
+	// the node agent's process): a privileged container, or capabilities
+	// add ALL, gets these, as containerd's WithAllCurrentCapabilities.
+	// Nil: AllCapabilities().
+	HostCapabilities []string
 	// LookupUser resolves a non-numeric image user in the image's
 	// /etc/passwd; nil makes such a user an error unless runAsUser is set.
 	LookupUser func(name string) (uid, gid uint32, err error)
@@ -93,7 +99,7 @@ func ContainerSpec(cfg ContainerSpecConfig) (*specs.Spec, error) {
 			Env:             mergeEnv([]string{defaultPath}, hostEnv, cfg.Image.Env, env),
 			Cwd:             workingDir(c.WorkingDir, cfg.Image),
 			User:            user,
-			Capabilities:    capabilitySet(containerCapabilities(c)),
+			Capabilities:    capabilitySet(containerCapabilities(c, hostCapabilities(cfg.HostCapabilities))),
 			NoNewPrivileges: noNewPrivileges(c),
 			OOMScoreAdj:     &oom,
 		},
@@ -104,6 +110,7 @@ func ContainerSpec(cfg ContainerSpecConfig) (*specs.Spec, error) {
 			Resources:   ContainerResources(pod, c),
 		},
 	}
+	s.Linux.RootfsPropagation = rootfsPropagation(mounts)
 	if privileged {
 		s.Linux.Resources.Devices = []specs.LinuxDeviceCgroup{{Allow: true, Access: "rwm"}}
 	} else {
@@ -195,6 +202,23 @@ func volumeMount(vm corev1.VolumeMount, volumes map[string]VolumeSource, subPath
 		return specs.Mount{}, fmt.Errorf("volumeMount %s: subPath %q not prepared", vm.Name, vm.SubPath)
 	}
 	return bindMount(vm.MountPath, host, vm.ReadOnly || src.ReadOnly, propagation(vm.MountPropagation)), nil
+}
+
+// rootfsPropagation is what containerd's CRI sets for a container's root
+// when one of its mounts propagates: rshared for a Bidirectional mount
+// (else its mounts could not reach the host), rslave for HostToContainer,
+// "" otherwise (runc's default).
+func rootfsPropagation(mounts []specs.Mount) string {
+	out := ""
+	for _, m := range mounts {
+		switch {
+		case slices.Contains(m.Options, "rshared"):
+			return "rshared"
+		case slices.Contains(m.Options, "rslave"):
+			out = "rslave"
+		}
+	}
+	return out
 }
 
 func propagation(mode *corev1.MountPropagationMode) string {
@@ -315,10 +339,10 @@ func noNewPrivileges(c *corev1.Container) bool {
 // containerCapabilities applies capabilities.add and drop over the default
 // set as containerd does: "ALL" in add grants every capability, "ALL" in
 // drop removes them all, then the named ones are added and dropped.
-// Privileged containers get every capability.
-func containerCapabilities(c *corev1.Container) []string {
+// Privileged containers get every capability the host has (all).
+func containerCapabilities(c *corev1.Container, all []string) []string {
 	if isPrivileged(c) {
-		return AllCapabilities()
+		return all
 	}
 	caps := DefaultCapabilities()
 	sc := c.SecurityContext
@@ -330,7 +354,7 @@ func containerCapabilities(c *corev1.Container) []string {
 		set[name] = true
 	}
 	if hasAll(sc.Capabilities.Add) {
-		for _, name := range AllCapabilities() {
+		for _, name := range all {
 			set[name] = true
 		}
 	}
@@ -367,4 +391,12 @@ func capName(c corev1.Capability) string {
 		name = "CAP_" + name
 	}
 	return name
+}
+
+// hostCapabilities is caps, or AllCapabilities() when nil.
+func hostCapabilities(caps []string) []string {
+	if caps == nil {
+		return AllCapabilities()
+	}
+	return caps
 }

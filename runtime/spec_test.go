@@ -319,6 +319,9 @@ func TestContainerSpecNamespacesAndMounts(t *testing.T) {
 			if m := mountByDst(s.Mounts, "/d"); m == nil || m.Options[1] != "rshared" {
 				t.Errorf("propagation %+v", m)
 			}
+			if s.Linux.RootfsPropagation != "rshared" {
+				t.Errorf("rootfsPropagation %q with a Bidirectional mount, want rshared", s.Linux.RootfsPropagation)
+			}
 		}},
 		{"no termination log, no shm", func(p *corev1.Pod, c *ContainerSpecConfig) {
 			p.Spec.Containers[0].TerminationMessagePath = ""
@@ -455,9 +458,18 @@ func TestContainerCapabilities(t *testing.T) {
 		{"privileged", &corev1.SecurityContext{Privileged: ptr(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}, AllCapabilities()},
 	}
 	for _, tt := range tests {
-		got := sorted(containerCapabilities(&corev1.Container{SecurityContext: tt.sc}))
+		got := sorted(containerCapabilities(&corev1.Container{SecurityContext: tt.sc}, AllCapabilities()))
 		if !reflect.DeepEqual(got, sorted(tt.want)) {
 			t.Errorf("%s: got %v, want %v", tt.name, got, sorted(tt.want))
+		}
+	}
+	// A host whose agent lacks a capability grants privileged and ALL
+	// only what it has, as containerd's WithAllCurrentCapabilities.
+	host := allBut("CAP_SYS_RESOURCE")
+	for _, sc := range []*corev1.SecurityContext{{Privileged: ptr(true)},
+		{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"ALL"}}}} {
+		if got := containerCapabilities(&corev1.Container{SecurityContext: sc}, host); slices.Contains(got, "CAP_SYS_RESOURCE") || len(got) != len(host) {
+			t.Errorf("%+v on a host without CAP_SYS_RESOURCE: %v", sc, got)
 		}
 	}
 }
@@ -548,5 +560,22 @@ func TestContainerSpecResources(t *testing.T) {
 	// Burstable: 1000 - 1000*256Mi/1Gi = 750.
 	if *s.Process.OOMScoreAdj != 750 {
 		t.Errorf("oom %d, want 750", *s.Process.OOMScoreAdj)
+	}
+}
+
+func TestRootfsPropagation(t *testing.T) {
+	m := func(opts ...string) specs.Mount { return specs.Mount{Options: opts} }
+	for _, tc := range []struct {
+		mounts []specs.Mount
+		want   string
+	}{
+		{nil, ""},
+		{[]specs.Mount{m("rbind", "rprivate")}, ""},
+		{[]specs.Mount{m("rbind", "rslave")}, "rslave"},
+		{[]specs.Mount{m("rbind", "rslave"), m("rbind", "rshared"), m("rbind", "rslave")}, "rshared"},
+	} {
+		if got := rootfsPropagation(tc.mounts); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.mounts, got, tc.want)
+		}
 	}
 }

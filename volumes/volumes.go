@@ -236,6 +236,11 @@ func (m *Manager) setupVolume(ctx context.Context, pod *corev1.Pod, vol *corev1.
 	if err := m.applyOwnership(pod, vol.Name, mnt); err != nil {
 		return Mount{}, err
 	}
+	if bidirectional(pod, vol.Name) {
+		if err := ensureShared(mnt.HostPath); err != nil {
+			return Mount{}, err
+		}
+	}
 	return mnt, nil
 }
 

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	ctrdclient "github.com/containerd/containerd/v2/client"
+	capability "github.com/containerd/containerd/v2/pkg/cap"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
@@ -93,6 +94,9 @@ type Runtime struct {
 	client *ctrdclient.Client
 	log    *slog.Logger
 	pulls  *pullQueue
+	// hostCaps are the capabilities of this process: what privileged
+	// containers get (nil if unreadable: runtime's full list).
+	hostCaps []string
 
 	index *podIndex // pod -> containers, for PodStatus (podindex.go)
 
@@ -119,8 +123,16 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	// containerd grants privileged containers the capabilities of its
+	// own process; runc cannot grant one outside the bounding set. The
+	// node agent runs with containerd's.
+	hostCaps, err := capability.Current()
+	if err != nil {
+		cfg.Logger.Warn("cannot read this process's capabilities; privileged containers ask for all", "err", err)
+		hostCaps = nil
+	}
 	return &Runtime{
-		cfg: cfg, client: client, log: cfg.Logger, pulls: newPullQueue(cfg.Registry.MaxParallelPulls),
+		cfg: cfg, client: client, log: cfg.Logger, pulls: newPullQueue(cfg.Registry.MaxParallelPulls), hostCaps: hostCaps,
 		closers: map[string]io.Closer{}, attached: map[string]*attachIO{}, index: newPodIndex(),
 	}, nil
 }
@@ -403,6 +415,9 @@ func (c *Runtime) containerSpec(ctx context.Context, pod *corev1.Pod, ctr *corev
 	}
 	if sc.OOMScoreAdjFloor == 0 {
 		sc.OOMScoreAdjFloor = c.cfg.OOMScoreAdjFloor
+	}
+	if sc.HostCapabilities == nil {
+		sc.HostCapabilities = c.hostCaps
 	}
 	return runtime.ContainerSpec(sc)
 }

@@ -351,9 +351,16 @@ func (n *realNode) shims(t testing.TB) int {
 // the test ends.
 func forwardIntoNetns(t testing.TB, nsPath, addr string) {
 	t.Helper()
-	ln, err := listenInNetns(nsPath, addr)
+	forwardIntoNetnsTo(t, nsPath, addr, addr)
+}
+
+// forwardIntoNetnsTo listens on listen inside the namespace at nsPath and
+// carries each connection to addr, dialled from the host's namespace.
+func forwardIntoNetnsTo(t testing.TB, nsPath, listen, addr string) {
+	t.Helper()
+	ln, err := listenInNetns(nsPath, listen)
 	if err != nil {
-		t.Fatalf("listen on %s in %s: %v", addr, nsPath, err)
+		t.Fatalf("listen on %s in %s: %v", listen, nsPath, err)
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
