@@ -49,11 +49,12 @@ func verbsWithoutDeleteCollection() []string {
 
 // keepMetaForStatus makes a status update leave metadata alone: dst becomes a
 // copy of old except for the resourceVersion, which the client sends for
-// optimistic concurrency.
+// optimistic concurrency, and the managed fields, which the API server's
+// field manager keeps.
 func keepMetaForStatus(dst, old *metav1.ObjectMeta) {
-	rv := dst.ResourceVersion
+	rv, managed := dst.ResourceVersion, dst.ManagedFields
 	*dst = *old.DeepCopy()
-	dst.ResourceVersion = rv
+	dst.ResourceVersion, dst.ManagedFields = rv, managed
 }
 
 func nonNegative(value int64, path *field.Path) field.ErrorList {
