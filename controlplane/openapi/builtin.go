@@ -8,6 +8,7 @@ import (
 	"time"
 
 	restful "github.com/emicklei/go-restful/v3"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -199,6 +200,15 @@ func (b *builtins) scheme() *runtime.Scheme {
 				s.AddKnownTypeWithName(gv.WithKind(r.ListKind), r.NewList())
 			}
 			for _, sub := range r.Subresources {
+				if sub == "scale" {
+					// As in upstream's scheme: the Scale definition names its
+					// kind, which server-side apply's type converter needs.
+					scale := autoscalingv1.SchemeGroupVersion.WithKind("Scale")
+					addGV(scale.GroupVersion())
+					if !s.Recognizes(scale) {
+						s.AddKnownTypeWithName(scale, &autoscalingv1.Scale{})
+					}
+				}
 				if c, ok := createSubresources[sub]; ok {
 					addGV(c.gvk.GroupVersion())
 					s.AddKnownTypeWithName(c.gvk, c.obj.(runtime.Object))
