@@ -32,7 +32,7 @@ func (s *Server) EnsureDefaults(ctx context.Context) error {
 	for _, name := range systemNamespaces {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		setTypeMeta(res, ns)
-		if _, err := s.create(ctx, res, ns, false); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := s.create(ctx, res, ns, writeOpts{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create namespace %s: %w", name, err)
 		}
 	}
@@ -56,7 +56,7 @@ func (s *Server) ensureSystemPriorityClasses(ctx context.Context) error {
 	}
 	for _, pc := range apivalidation.SystemPriorityClasses() {
 		setTypeMeta(res, pc)
-		if _, err := s.create(ctx, res, pc, false); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := s.create(ctx, res, pc, writeOpts{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create priority class %s: %w", pc.Name, err)
 		}
 	}
@@ -81,7 +81,7 @@ func (s *Server) ensureKubeDNSService(ctx context.Context) error {
 		}},
 	}
 	setTypeMeta(res, svc)
-	_, err := s.create(ctx, res, svc, false)
+	_, err := s.create(ctx, res, svc, writeOpts{})
 	switch {
 	case err == nil || apierrors.IsAlreadyExists(err):
 		return nil
@@ -110,7 +110,7 @@ func (s *Server) ensureKubernetesService(ctx context.Context) error {
 		svc.Spec.ClusterIP = first.String()
 	}
 	setTypeMeta(svcRes, svc)
-	if _, err := s.create(ctx, svcRes, svc, false); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := s.create(ctx, svcRes, svc, writeOpts{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create service kubernetes: %w", err)
 	}
 	if ip, err := netip.ParseAddr(s.cfg.AdvertiseAddress); err != nil || ip.IsLoopback() {
@@ -151,11 +151,11 @@ func (s *Server) ensureKubernetesService(ctx context.Context) error {
 func (s *Server) createOrReplace(ctx context.Context, res *registry.Resource, obj runtime.Object) error {
 	setTypeMeta(res, obj)
 	m := accessor(obj)
-	_, err := s.create(ctx, res, obj.DeepCopyObject(), false)
+	_, err := s.create(ctx, res, obj.DeepCopyObject(), writeOpts{})
 	if !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	_, err = s.update(ctx, res, m.GetNamespace(), m.GetName(), "", false, func(cur runtime.Object) (runtime.Object, error) {
+	_, err = s.update(ctx, res, m.GetNamespace(), m.GetName(), "", writeOpts{}, func(cur runtime.Object) (runtime.Object, error) {
 		next := obj.DeepCopyObject()
 		cm := accessor(cur)
 		nm := accessor(next)

@@ -148,7 +148,7 @@ func (s *Server) takeDisruption(ctx context.Context, pdb *policyv1.PodDisruption
 		return err
 	}
 	res := s.Resource(policyv1.GroupName, "poddisruptionbudgets")
-	_, err = s.update(ctx, res, pdb.Namespace, pdb.Name, "status", dryRun, func(runtime.Object) (runtime.Object, error) {
+	_, err = s.update(ctx, res, pdb.Namespace, pdb.Name, "status", writeOpts{dryRun: dryRun}, func(runtime.Object) (runtime.Object, error) {
 		return next, nil
 	})
 	if err != nil && !apierrors.IsConflict(err) {
@@ -162,7 +162,7 @@ func (s *Server) takeDisruption(ctx context.Context, pdb *policyv1.PodDisruption
 // apply to the pod as read before the condition was added.
 func (s *Server) disruptAndDelete(ctx context.Context, podRes *registry.Resource, ns, name string, opts *metav1.DeleteOptions) error {
 	if len(opts.DryRun) == 0 {
-		out, err := s.update(ctx, podRes, ns, name, "status", false, func(cur runtime.Object) (runtime.Object, error) {
+		out, err := s.update(ctx, podRes, ns, name, "status", writeOpts{}, func(cur runtime.Object) (runtime.Object, error) {
 			if err := checkPreconditions(podRes, cur, opts.Preconditions); err != nil {
 				return nil, err
 			}

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,11 +27,8 @@ func (s *Server) readPatch(r *http.Request) (string, []byte, error) {
 		return "", nil, unsupportedMediaType(ct)
 	}
 	switch types.PatchType(mt) {
-	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
-	case types.ApplyYAMLPatchType, types.ApplyCBORPatchType:
-		err := unsupportedMediaType(ct)
-		err.(*apierrors.StatusError).ErrStatus.Message = "server-side apply is not supported by this server yet; use client-side apply (kubectl apply without --server-side)"
-		return "", nil, err
+	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType,
+		types.ApplyYAMLPatchType, types.ApplyCBORPatchType:
 	default:
 		return "", nil, unsupportedMediaType(ct)
 	}
@@ -85,6 +85,33 @@ func patchPinsRV(patchType string, patch []byte) bool {
 	return json.Unmarshal(patch, &doc) == nil && doc.Metadata.ResourceVersion != nil
 }
 
+// isApply tells the server-side apply patch types.
+func isApply(patchType string) bool {
+	return patchType == string(types.ApplyYAMLPatchType) || patchType == string(types.ApplyCBORPatchType)
+}
+
+// patchOpts reads and validates a patch's options as upstream's handler
+// does (ValidatePatchOptions: apply needs a field manager, only apply
+// takes force). An apply's manager is the one named; another patch's
+// defaults to the user agent's first part.
+func patchOpts(r *http.Request, patchType string) (opts writeOpts, force bool, err error) {
+	q := r.URL.Query()
+	o := &metav1.PatchOptions{DryRun: q["dryRun"], FieldManager: q.Get("fieldManager")}
+	if v, ok := q["force"]; ok {
+		// metav1's conversion of a query value to *bool.
+		f := len(v) > 0 && v[0] != "0" && !strings.EqualFold(v[0], "false")
+		o.Force = &f
+	}
+	if errs := validation.ValidatePatchOptions(o, types.PatchType(patchType)); len(errs) > 0 {
+		return writeOpts{}, false, apierrors.NewInvalid(schemaGK(metav1.GroupName, "PatchOptions"), "", errs)
+	}
+	opts = writeOpts{dryRun: isDryRun(r), manager: o.FieldManager}
+	if !isApply(patchType) {
+		opts.manager = managerOrUserAgent(o.FieldManager, r.UserAgent())
+	}
+	return opts, o.Force != nil && *o.Force, nil
+}
+
 func (s *Server) servePatch(w http.ResponseWriter, r *http.Request, info requestInfo) error {
 	res := info.Resource
 	patchType, patch, err := s.readPatch(r)
@@ -95,8 +122,15 @@ func (s *Server) servePatch(w http.ResponseWriter, r *http.Request, info request
 	if err != nil {
 		return err
 	}
+	opts, force, err := patchOpts(r, patchType)
+	if err != nil {
+		return err
+	}
+	if isApply(patchType) {
+		return s.serveApply(w, r, info, applyRequest{patchType: patchType, patch: patch, opts: opts, force: force, directive: directive})
+	}
 	pinned := patchPinsRV(patchType, patch)
-	out, err := s.update(r.Context(), res, info.Namespace, info.Name, info.Subresource, isDryRun(r), func(cur runtime.Object) (runtime.Object, error) {
+	out, err := s.update(r.Context(), res, info.Namespace, info.Name, info.Subresource, opts, func(cur runtime.Object) (runtime.Object, error) {
 		curJSON, err := json.Marshal(cur)
 		if err != nil {
 			return nil, err

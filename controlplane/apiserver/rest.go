@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -135,6 +136,38 @@ func checkKind(obj runtime.Object, res *registry.Resource) error {
 	return nil
 }
 
+// writeOpts are what reaches the write paths of a request's options.
+type writeOpts struct {
+	dryRun bool
+	// manager is the request's field manager; "" for the server's own
+	// writes, which leave the managed fields as they are.
+	manager string
+	// ownFields: the update's fn keeps the managed fields itself (apply,
+	// scale), so the update does not record an update by manager.
+	ownFields bool
+}
+
+// createOpts reads and validates a create's options, as upstream's
+// handler does (ValidateCreateOptions).
+func createOpts(r *http.Request) (writeOpts, error) {
+	q := r.URL.Query()
+	o := &metav1.CreateOptions{DryRun: q["dryRun"], FieldManager: q.Get("fieldManager")}
+	if errs := validation.ValidateCreateOptions(o); len(errs) > 0 {
+		return writeOpts{}, apierrors.NewInvalid(schemaGK(metav1.GroupName, "CreateOptions"), "", errs)
+	}
+	return writeOpts{dryRun: isDryRun(r), manager: managerOrUserAgent(o.FieldManager, r.UserAgent())}, nil
+}
+
+// updateOpts reads and validates an update's options.
+func updateOpts(r *http.Request) (writeOpts, error) {
+	q := r.URL.Query()
+	o := &metav1.UpdateOptions{DryRun: q["dryRun"], FieldManager: q.Get("fieldManager")}
+	if errs := validation.ValidateUpdateOptions(o); len(errs) > 0 {
+		return writeOpts{}, apierrors.NewInvalid(schemaGK(metav1.GroupName, "UpdateOptions"), "", errs)
+	}
+	return writeOpts{dryRun: isDryRun(r), manager: managerOrUserAgent(o.FieldManager, r.UserAgent())}, nil
+}
+
 func isDryRun(r *http.Request) bool {
 	for _, v := range r.URL.Query()["dryRun"] {
 		if v == "All" {
@@ -146,6 +179,10 @@ func isDryRun(r *http.Request) bool {
 
 func (s *Server) serveCreate(w http.ResponseWriter, r *http.Request, info requestInfo) error {
 	res := info.Resource
+	opts, err := createOpts(r)
+	if err != nil {
+		return err
+	}
 	obj, err := s.decodeObject(w, r, res)
 	if err != nil {
 		return err
@@ -159,7 +196,7 @@ func (s *Server) serveCreate(w http.ResponseWriter, r *http.Request, info reques
 	} else {
 		m.SetNamespace("")
 	}
-	out, err := s.create(r.Context(), res, obj, isDryRun(r))
+	out, err := s.create(r.Context(), res, obj, opts)
 	if err != nil {
 		return err
 	}
@@ -170,14 +207,14 @@ func (s *Server) serveCreate(w http.ResponseWriter, r *http.Request, info reques
 // defaults, validation and storage. Whatever admission reserved is given
 // back when the object is not stored (allocations are derived from what
 // is stored).
-func (s *Server) create(ctx context.Context, res *registry.Resource, obj runtime.Object, dryRun bool) (runtime.Object, error) {
+func (s *Server) create(ctx context.Context, res *registry.Resource, obj runtime.Object, opts writeOpts) (runtime.Object, error) {
 	m := accessor(obj)
 	generated := m.GetName() == "" && m.GetGenerateName() != ""
 	for attempt := 0; ; attempt++ {
 		if generated {
 			m.SetName(m.GetGenerateName() + utilrand.String(5))
 		}
-		err := s.createOnce(ctx, res, obj, dryRun)
+		err := s.createOnce(ctx, res, obj, opts)
 		if errors.Is(err, storage.ErrExists) {
 			if generated && attempt < 3 {
 				continue
@@ -191,13 +228,19 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, obj runtime
 	}
 }
 
-func (s *Server) createOnce(ctx context.Context, res *registry.Resource, obj runtime.Object, dryRun bool) error {
+func (s *Server) createOnce(ctx context.Context, res *registry.Resource, obj runtime.Object, opts writeOpts) error {
+	dryRun := opts.dryRun
 	m := accessor(obj)
 	prepareCreateMeta(res, m)
 	if res.Default != nil {
 		res.Default(obj)
 	}
-	if err := s.admit(ctx, writeRequest(res, "", admission.Create, obj, nil, dryRun)); err != nil {
+	if !opts.ownFields {
+		live := res.New()
+		setTypeMeta(res, live)
+		s.trackUpdate(res, "", live, obj, opts)
+	}
+	if err := s.admitKeepingFields(ctx, writeRequest(res, "", admission.Create, obj, nil, dryRun)); err != nil {
 		return err
 	}
 	if res.PrepareForCreate != nil {
@@ -241,7 +284,6 @@ func prepareCreateMeta(res *registry.Resource, m metav1.Object) {
 	m.SetDeletionGracePeriodSeconds(nil)
 	m.SetResourceVersion("")
 	m.SetSelfLink("")
-	m.SetManagedFields(nil)
 	if res.TrackGeneration {
 		m.SetGeneration(1)
 	} else {
@@ -265,6 +307,10 @@ func validateCreate(res *registry.Resource, obj runtime.Object) error {
 
 func (s *Server) serveUpdate(w http.ResponseWriter, r *http.Request, info requestInfo) error {
 	res := info.Resource
+	opts, err := updateOpts(r)
+	if err != nil {
+		return err
+	}
 	obj, err := s.decodeObject(w, r, res)
 	if err != nil {
 		return err
@@ -276,7 +322,7 @@ func (s *Server) serveUpdate(w http.ResponseWriter, r *http.Request, info reques
 	if res.Namespaced && m.GetNamespace() != "" && m.GetNamespace() != info.Namespace {
 		return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
 	}
-	out, err := s.update(r.Context(), res, info.Namespace, info.Name, info.Subresource, isDryRun(r),
+	out, err := s.update(r.Context(), res, info.Namespace, info.Name, info.Subresource, opts,
 		func(cur runtime.Object) (runtime.Object, error) { return obj, nil })
 	if err != nil {
 		return err
@@ -288,8 +334,9 @@ func (s *Server) serveUpdate(w http.ResponseWriter, r *http.Request, info reques
 // produce the new one, applies the update rules of res (or of its status
 // subresource), and writes it if anything changed. A conflict is retried
 // unless the new object pins a resourceVersion, which then must be current.
-func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, sub string, dryRun bool,
+func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, sub string, opts writeOpts,
 	fn func(cur runtime.Object) (runtime.Object, error)) (runtime.Object, error) {
+	dryRun := opts.dryRun
 	for attempt := 0; ; attempt++ {
 		cur, kv, err := s.getObject(ctx, res, ns, name)
 		if err != nil {
@@ -312,10 +359,13 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 				fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, accessor(cur).GetUID()))
 		}
 		setTypeMeta(res, obj)
+		if !opts.ownFields {
+			s.trackUpdate(res, sub, cur, obj, opts)
+		}
 		// The URL's namespace and name, not the body's, as upstream's
 		// attributes (prepareUpdate resets the body's namespace later).
 		adm := admissionRequest{res: res, sub: sub, op: admission.Update, ns: ns, name: name, obj: obj, old: cur, dryRun: dryRun}
-		if err := s.admit(ctx, adm); err != nil {
+		if err := s.admitKeepingFields(ctx, adm); err != nil {
 			return nil, err
 		}
 		if err := s.prepareUpdate(res, sub, obj, cur); err != nil {
@@ -368,7 +418,6 @@ func (s *Server) prepareUpdate(res *registry.Resource, sub string, obj, cur runt
 	m.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
 	m.SetGeneration(old.GetGeneration())
 	m.SetSelfLink("")
-	m.SetManagedFields(nil)
 	if old.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) > len(old.GetFinalizers()) {
 		return apierrors.NewForbidden(groupResource(res), m.GetName(),
 			errors.New("no new finalizers can be added if the object is being deleted"))

@@ -103,6 +103,9 @@ type Server struct {
 	podTransport http.RoundTripper
 	// openAPI is the served OpenAPI v2 and v3 documents.
 	openAPI *openapi.Set
+	// fields keeps managedFields and merges server-side apply, with
+	// openAPI's schemas.
+	fields *fieldManagers
 }
 
 // New validates cfg and builds a Server.
@@ -157,6 +160,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.openAPI = openapi.NewSet()
 	openapi.AddBuiltins(s.openAPI, documented, cfg.Version.GitVersion)
+	s.fields = newFieldManagers(s.openAPI)
 	alloc, err := newAdmission(s, cfg.ServiceCIDR)
 	if err != nil {
 		return nil, err

@@ -10,8 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apiserver/pkg/admission"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/nodelet/nodelet/controlplane/registry"
 )
@@ -40,35 +43,90 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, info request
 	var put *autoscalingv1.Scale
 	var patchType string
 	var patch []byte
+	var opts writeOpts
+	var force bool
 	var err error
 	if info.Verb == "update" {
+		if opts, err = updateOpts(r); err != nil {
+			return err
+		}
 		put = &autoscalingv1.Scale{}
 		_, err = s.decodeBody(r, put, "Ignore")
 	} else {
-		patchType, patch, err = s.readPatch(r)
+		if patchType, patch, err = s.readPatch(r); err == nil {
+			opts, force, err = patchOpts(r, patchType)
+		}
 	}
 	if err != nil {
 		return err
 	}
-	out, err := s.update(r.Context(), res, info.Namespace, info.Name, "", isDryRun(r), func(cur runtime.Object) (runtime.Object, error) {
+	var applied *unstructured.Unstructured
+	if isApply(patchType) {
+		if applied, err = (applyRequest{patchType: patchType, patch: patch}).decode(); err != nil {
+			return err
+		}
+	}
+	// The scale's managed fields are the main resource's entries that own
+	// spec.replicas, as upstream's scale storage keeps them.
+	fm, err := s.fields.forScale(res)
+	if err != nil {
+		if applied != nil {
+			return apierrors.NewInternalError(fmt.Errorf("server-side apply of %s/scale: %w", res.GroupVersionResource(), err))
+		}
+		opts.manager = "" // the managed fields stay as they are
+	} else {
+		opts.ownFields = true
+	}
+	out, err := s.update(r.Context(), res, info.Namespace, info.Name, "", opts, func(cur runtime.Object) (runtime.Object, error) {
 		sc, err := registry.ScaleOf(cur)
 		if err != nil {
 			return nil, err
 		}
+		sc.TypeMeta = metav1.TypeMeta{APIVersion: "autoscaling/v1", Kind: "Scale"}
+		var fields *managedfields.ScaleHandler
+		if opts.ownFields {
+			fields = managedfields.NewScaleHandler(accessor(cur).GetManagedFields(), res.GroupVersion,
+				managedfields.ResourcePathMappings{res.GroupVersion.String(): replicasPath})
+			if sc.ManagedFields, err = fields.ToSubresource(); err != nil {
+				sc.ManagedFields = nil
+			}
+		}
 		want := put
-		if want == nil {
+		switch {
+		case applied != nil:
+			obj, err := fm.Apply(sc, applied.DeepCopy(), opts.manager, force)
+			if err != nil {
+				return nil, err
+			}
+			want = obj.(*autoscalingv1.Scale)
+			want.ResourceVersion = applied.GetResourceVersion()
+		case want == nil:
 			if want, err = patchScale(sc, patchType, patch); err != nil {
 				return nil, err
 			}
 			if !patchPinsRV(patchType, patch) {
 				want.ResourceVersion = ""
 			}
+		default:
+			want = want.DeepCopy()
 		}
 		if want.Name != "" && want.Name != info.Name {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", want.Name, info.Name))
 		}
 		if errs := registry.ValidateScale(want); len(errs) > 0 {
 			return nil, apierrors.NewInvalid(schemaGK("autoscaling", "Scale"), info.Name, errs)
+		}
+		if fields != nil {
+			if applied == nil {
+				want.TypeMeta = sc.TypeMeta
+				tracked := fm.UpdateNoErrors(sc, want, opts.manager)
+				want.ManagedFields = accessor(tracked).GetManagedFields()
+			}
+			parent, err := fields.ToParent(want.ManagedFields)
+			if err != nil {
+				return nil, err
+			}
+			accessor(cur).SetManagedFields(parent)
 		}
 		if err := registry.ApplyScale(cur, want); err != nil {
 			return nil, err
@@ -87,6 +145,9 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, info request
 	writeJSON(w, http.StatusOK, sc)
 	return nil
 }
+
+// replicasPath is where every scalable kind keeps its replicas.
+var replicasPath = fieldpath.MakePathOrDie("spec", "replicas")
 
 func patchScale(sc *autoscalingv1.Scale, patchType string, patch []byte) (*autoscalingv1.Scale, error) {
 	cur, err := json.Marshal(sc)
@@ -126,7 +187,7 @@ func (s *Server) serveBinding(w http.ResponseWriter, r *http.Request, info reque
 		opts: &metav1.CreateOptions{}, dryRun: isDryRun(r)}); err != nil {
 		return err
 	}
-	_, err := s.update(r.Context(), info.Resource, info.Namespace, info.Name, subRaw, isDryRun(r), func(cur runtime.Object) (runtime.Object, error) {
+	_, err := s.update(r.Context(), info.Resource, info.Namespace, info.Name, subRaw, writeOpts{dryRun: isDryRun(r)}, func(cur runtime.Object) (runtime.Object, error) {
 		pod := cur.(*corev1.Pod)
 		if b.UID != "" && b.UID != pod.UID {
 			return nil, apierrors.NewConflict(groupResource(info.Resource), info.Name, fmt.Errorf("the UID in the binding (%s) does not match the pod (%s)", b.UID, pod.UID))
@@ -151,11 +212,15 @@ func (s *Server) serveFinalize(w http.ResponseWriter, r *http.Request, info requ
 	if info.Verb != "update" {
 		return apierrors.NewMethodNotSupported(groupResource(info.Resource), info.Verb+" finalize")
 	}
+	opts, err := updateOpts(r)
+	if err != nil {
+		return err
+	}
 	obj, err := s.decodeObject(w, r, info.Resource)
 	if err != nil {
 		return err
 	}
-	out, err := s.update(r.Context(), info.Resource, "", info.Name, "finalize", isDryRun(r),
+	out, err := s.update(r.Context(), info.Resource, "", info.Name, "finalize", opts,
 		func(cur runtime.Object) (runtime.Object, error) { return obj, nil })
 	if err != nil {
 		return err

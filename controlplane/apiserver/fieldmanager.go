@@ -1,0 +1,272 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apiserver/pkg/warning"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/nodelet/nodelet/controlplane/openapi"
+	"github.com/nodelet/nodelet/controlplane/registry"
+)
+
+// fieldManagers keeps metadata.managedFields and merges server-side apply
+// patches with upstream's field manager (k8s.io/apimachinery's
+// managedfields over structured-merge-diff), as k8s.io/apiserver's
+// handlers call it. Its type information is the OpenAPI v3 schemas the
+// server serves: one type converter per group-version document, made on
+// the first write to that group-version that needs it (a document's
+// schemas hold every type its kinds reference), so an idle server keeps
+// none and a later owner of a group-version (CRDs) replaces its
+// converter with forget when the document changes.
+type fieldManagers struct {
+	docs *openapi.Set
+
+	mu         sync.Mutex
+	converters map[string]managedfields.TypeConverter
+	managers   map[fieldManagerKey]*managedfields.FieldManager
+}
+
+// fieldManagerKey is one field manager: a kind as written through one
+// resource path and subresource ("" for the main resource).
+type fieldManagerKey struct {
+	gvk         schema.GroupVersionKind
+	doc         string
+	subresource string
+}
+
+func newFieldManagers(docs *openapi.Set) *fieldManagers {
+	return &fieldManagers{docs: docs, converters: map[string]managedfields.TypeConverter{},
+		managers: map[fieldManagerKey]*managedfields.FieldManager{}}
+}
+
+// forget drops what was made from a group-version's document (gvPath as
+// openapi.Set names it), to be made again from its next version.
+func (f *fieldManagers) forget(gvPath string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.converters, gvPath)
+	for k := range f.managers {
+		if k.doc == gvPath {
+			delete(f.managers, k)
+		}
+	}
+}
+
+// converterLocked returns the type converter of a group-version document.
+func (f *fieldManagers) converterLocked(gvPath string) (managedfields.TypeConverter, error) {
+	if tc, ok := f.converters[gvPath]; ok {
+		return tc, nil
+	}
+	doc, err := f.docs.Document(gvPath)
+	if err != nil {
+		return nil, err
+	}
+	var schemas map[string]*spec.Schema
+	if doc.Components != nil {
+		schemas = doc.Components.Schemas
+	}
+	tc, err := managedfields.NewTypeConverter(schemas, false)
+	if err != nil {
+		return nil, fmt.Errorf("type converter for %s: %w", gvPath, err)
+	}
+	f.converters[gvPath] = tc
+	return tc, nil
+}
+
+// forResource returns the field manager of res's objects written through
+// sub ("" or a subresource that writes res's own kind).
+func (f *fieldManagers) forResource(res *registry.Resource, sub string) (*managedfields.FieldManager, error) {
+	types := objectTypes{gvk: res.GroupVersionKind(), new: res.New, defaults: res.Default}
+	return f.get(types, docPath(res.GroupVersion), sub, resetFields(res, sub))
+}
+
+// forScale returns the field manager of res's scale subresource
+// (autoscaling/v1 Scale, described in res's group-version document).
+func (f *fieldManagers) forScale(res *registry.Resource) (*managedfields.FieldManager, error) {
+	types := objectTypes{gvk: autoscalingv1.SchemeGroupVersion.WithKind("Scale"), new: func() runtime.Object { return &autoscalingv1.Scale{} }}
+	return f.get(types, docPath(res.GroupVersion), "scale", nil)
+}
+
+func (f *fieldManagers) get(types objectTypes, gvPath, sub string, reset map[fieldpath.APIVersion]fieldpath.Filter) (*managedfields.FieldManager, error) {
+	key := fieldManagerKey{gvk: types.gvk, doc: gvPath, subresource: sub}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m, ok := f.managers[key]; ok {
+		return m, nil
+	}
+	tc, err := f.converterLocked(gvPath)
+	if err != nil {
+		return nil, err
+	}
+	m, err := managedfields.NewDefaultFieldManager(tc, types, types, types, types.gvk, types.gvk.GroupVersion(), sub, reset)
+	if err != nil {
+		return nil, err
+	}
+	f.managers[key] = m
+	return m, nil
+}
+
+func docPath(gv schema.GroupVersion) string {
+	if gv.Group == "" {
+		return "api/" + gv.Version
+	}
+	return "apis/" + gv.Group + "/" + gv.Version
+}
+
+// resetFields are the fields a write through sub does not set, and which
+// its manager therefore does not own, as upstream's strategies'
+// GetResetFields: the main resource does not write status, the status
+// subresource writes nothing but status and metadata.
+func resetFields(res *registry.Resource, sub string) map[fieldpath.APIVersion]fieldpath.Filter {
+	if !res.HasSubresource("status") {
+		return nil
+	}
+	var set *fieldpath.Set
+	switch sub {
+	case "":
+		set = fieldpath.NewSet(fieldpath.MakePathOrDie("status"))
+	case "status":
+		set = fieldpath.NewSet(fieldpath.MakePathOrDie("spec"))
+	default:
+		return nil
+	}
+	return map[fieldpath.APIVersion]fieldpath.Filter{
+		fieldpath.APIVersion(res.GroupVersion.String()): fieldpath.NewExcludeSetFilter(set)}
+}
+
+// objectTypes is the object convertor, defaulter and creater the field
+// manager needs, for the one kind it manages: this server keeps every
+// object in its request's version, so the hub is that version and
+// conversion is only between the typed object and the unstructured one
+// the merge produces. Another version is "not registered", which makes
+// the merge drop the managed fields recorded in it, as upstream does for
+// a version it no longer serves.
+type objectTypes struct {
+	gvk      schema.GroupVersionKind
+	new      func() runtime.Object
+	defaults func(runtime.Object)
+}
+
+func (t objectTypes) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
+	if gvk != t.gvk {
+		return nil, runtime.NewNotRegisteredErrForKind("nodelet", gvk)
+	}
+	obj := t.new()
+	obj.GetObjectKind().SetGroupVersionKind(t.gvk)
+	return obj, nil
+}
+
+func (t objectTypes) Default(obj runtime.Object) {
+	if t.defaults != nil {
+		t.defaults(obj)
+	}
+}
+
+func (t objectTypes) Convert(in, out, _ any) error {
+	return fmt.Errorf("field manager: conversion of %T to %T not supported", in, out)
+}
+
+func (t objectTypes) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	if to, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{t.gvk}); !ok || to != t.gvk {
+		return nil, runtime.NewNotRegisteredErrForKind("nodelet", t.gvk.GroupVersion().WithKind(in.GetObjectKind().GroupVersionKind().Kind))
+	}
+	if u, ok := in.(*unstructured.Unstructured); ok {
+		if u.GroupVersionKind() != t.gvk {
+			return nil, runtime.NewNotRegisteredErrForKind("nodelet", u.GroupVersionKind())
+		}
+		out := t.new()
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+			return nil, err
+		}
+		out.GetObjectKind().SetGroupVersionKind(t.gvk)
+		return out, nil
+	}
+	in.GetObjectKind().SetGroupVersionKind(t.gvk)
+	return in, nil
+}
+
+func (t objectTypes) ConvertFieldLabel(_ schema.GroupVersionKind, label, value string) (string, string, error) {
+	return label, value, nil
+}
+
+// managerOrUserAgent is the field manager of a non-apply write: the one
+// the request names, or its user agent's first part (upstream's
+// handlers' managerOrUserAgent).
+func managerOrUserAgent(manager, userAgent string) string {
+	if manager != "" {
+		return manager
+	}
+	m := strings.Split(userAgent, "/")[0]
+	var buf bytes.Buffer
+	for _, r := range m {
+		if !unicode.IsPrint(r) {
+			continue
+		}
+		if buf.Len()+utf8.RuneLen(r) > validation.FieldManagerMaxLength {
+			break
+		}
+		buf.WriteRune(r)
+	}
+	return buf.String()
+}
+
+// keepManagedFieldsValid restores the managed fields a mutating admission
+// plugin left invalid, with a warning, as upstream's
+// NewManagedFieldsValidatingAdmissionController does.
+func keepManagedFieldsValid(m metav1.Object, before []metav1.ManagedFieldsEntry) string {
+	err := managedfields.ValidateManagedFields(m.GetManagedFields())
+	if err == nil {
+		return ""
+	}
+	m.SetManagedFields(before)
+	return fmt.Sprintf(".metadata.managedFields was in an invalid state after admission; this could be caused by an outdated mutating admission controller; please fix your requests: %v", err)
+}
+
+// trackUpdate records in obj's managed fields what the write of obj over
+// cur (an empty object for a create) changes for opts.manager, as
+// upstream's handlers call UpdateNoErrors before mutating admission. The
+// server's own writes (no manager) and the kinds without a schema keep
+// cur's managed fields.
+func (s *Server) trackUpdate(res *registry.Resource, sub string, cur, obj runtime.Object, opts writeOpts) {
+	if opts.manager == "" || sub == subRaw {
+		accessor(obj).SetManagedFields(accessor(cur).GetManagedFields())
+		return
+	}
+	fm, err := s.fields.forResource(res, sub)
+	if err != nil {
+		s.log.Warn("no field manager: managedFields kept as they were", "resource", res.GroupVersionResource().String(), "err", err)
+		accessor(obj).SetManagedFields(accessor(cur).GetManagedFields())
+		return
+	}
+	out := fm.UpdateNoErrors(cur, obj, opts.manager)
+	accessor(obj).SetManagedFields(accessor(out).GetManagedFields())
+}
+
+// admitKeepingFields runs the mutating admission of r, restoring the
+// managed fields if a plugin left them invalid.
+func (s *Server) admitKeepingFields(ctx context.Context, r admissionRequest) error {
+	m := accessor(r.obj)
+	before := m.GetManagedFields()
+	if err := s.admit(ctx, r); err != nil {
+		return err
+	}
+	if msg := keepManagedFieldsValid(m, before); msg != "" {
+		warning.AddWarning(ctx, "", msg)
+	}
+	return nil
+}
