@@ -80,7 +80,7 @@ func TestBuiltinDocuments(t *testing.T) {
 		if !hasGVK(p.Patch.Extensions, gvk.Group, gvk.Version, gvk.Kind) || p.Patch.Extensions["x-kubernetes-action"] != "patch" {
 			t.Errorf("%s: PATCH extensions %v", gvk, p.Patch.Extensions)
 		}
-		if p.Patch.RequestBody.Content["application/strategic-merge-patch+json"] == nil {
+		if p.Patch.RequestBody.Content["application/strategic-merge-patch+json"] == nil || p.Patch.RequestBody.Content["application/apply-patch+yaml"] == nil {
 			t.Errorf("%s: PATCH content types %v", gvk, p.Patch.RequestBody.Content)
 		}
 		if !hasParam(p.Patch.Parameters, "fieldValidation") || !hasParam(p.Patch.Parameters, "dryRun") {

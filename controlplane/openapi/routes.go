@@ -27,8 +27,7 @@ import (
 // interfaces, so no go-restful container is built.
 //
 // Left out, because this server does not serve them: the deprecated
-// /watch/ paths (watch is the list operation's watch parameter), and the
-// apply patch types (server-side apply answers 415 for now).
+// /watch/ paths (watch is the list operation's watch parameter).
 
 const (
 	actionGet              = "get"
@@ -47,7 +46,8 @@ var (
 	mediaTypes       = []string{"application/json", "application/yaml", "application/vnd.kubernetes.protobuf"}
 	streamMediaTypes = []string{"application/json;stream=watch"}
 	// patchTypes are the patch types the server accepts (patch.go).
-	patchTypes = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType)}
+	patchTypes = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType),
+		string(types.ApplyYAMLPatchType)}
 	// proxyMethods are upstream's for the proxy subresources.
 	proxyMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}
 )
