@@ -154,11 +154,20 @@ func TestServerSideApply(t *testing.T) {
 	}
 
 	// Apply needs a field manager; force is for apply only.
+	force := true
 	_, err = apply(ctx, cs, "ssa", "", false, applyDeploymentYAML("3"), false)
 	wantStatus(t, "apply without fieldManager", err, 422)
-	force := true
 	_, err = cs.AppsV1().Deployments("ssa").Patch(ctx, "web", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{Force: &force})
 	wantStatus(t, "merge patch with force", err, 422)
+
+	// fieldValidation: a duplicate field fails a Strict apply.
+	dup := []byte(strings.Replace(string(applyDeploymentYAML("3")), "  replicas: 3\n", "  replicas: 3\n  replicas: 3\n", 1))
+	_, err = cs.AppsV1().Deployments("ssa").Patch(ctx, "web", types.ApplyPatchType, dup,
+		metav1.PatchOptions{FieldManager: "bob", FieldValidation: "Strict", Force: &force})
+	wantStatus(t, "strict apply with a duplicate field", err, 400)
+	if !strings.Contains(err.Error(), `key "replicas" already set in map`) {
+		t.Errorf("strict apply error: %v", err)
+	}
 
 	// Dry-run apply of a missing object creates nothing.
 	_, err = cs.AppsV1().Deployments("ssa").Patch(ctx, "other", types.ApplyPatchType,

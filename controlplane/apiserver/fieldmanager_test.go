@@ -1,0 +1,98 @@
+package apiserver
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/nodelet/nodelet/controlplane/openapi"
+	"github.com/nodelet/nodelet/controlplane/registry"
+)
+
+func testFieldManagers(tb testing.TB) (*fieldManagers, map[schema.GroupResource]*registry.Resource) {
+	resources := registry.All()
+	set := openapi.NewSet()
+	openapi.AddBuiltins(set, resources, "v1.37.2")
+	byGR := map[schema.GroupResource]*registry.Resource{}
+	for _, r := range resources {
+		byGR[schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Name}] = r
+	}
+	return newFieldManagers(set), byGR
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkTypeConverter reports what the first write of a group-version
+// that needs field management costs a server no client asked for OpenAPI
+// yet: building the group-version's document (kept by the openapi.Set),
+// then the type converter and a first use of it (a Pod or Deployment
+// create), in time and in heap kept.
+func BenchmarkTypeConverter(b *testing.B) {
+	for _, c := range []struct{ gv, group, resource string }{{"api/v1", "", "pods"}, {"apis/apps/v1", "apps", "deployments"}} {
+		b.Run(c.gv, func(b *testing.B) {
+			var docTook, convTook time.Duration
+			var docKept, convKept uint64
+			for i := 0; i < b.N; i++ {
+				f, byGR := testFieldManagers(b)
+				res := byGR[schema.GroupResource{Group: c.group, Resource: c.resource}]
+				before := heapInUse()
+				start := time.Now()
+				if _, err := f.docs.Document(c.gv); err != nil {
+					b.Fatal(err)
+				}
+				docTook += time.Since(start)
+				mid := heapInUse()
+				docKept += mid - before
+				start = time.Now()
+				fm, err := f.forResource(res, "")
+				if err != nil {
+					b.Fatal(err)
+				}
+				live, obj := res.New(), res.New()
+				setTypeMeta(res, live)
+				setTypeMeta(res, obj)
+				accessor(obj).SetName("x")
+				fm.UpdateNoErrors(live, obj, "bench")
+				convTook += time.Since(start)
+				convKept += heapInUse() - mid
+				runtime.KeepAlive(f)
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(docTook.Milliseconds())/n, "ms-doc")
+			b.ReportMetric(float64(docKept)/n/(1<<20), "MB-doc")
+			b.ReportMetric(float64(convTook.Milliseconds())/n, "ms-converter")
+			b.ReportMetric(float64(convKept)/n/(1<<20), "MB-converter")
+		})
+	}
+}
+
+// BenchmarkManagedFieldsCreate is the field manager's work on one create
+// of the ConfigMap BenchmarkAPICreates writes.
+func BenchmarkManagedFieldsCreate(b *testing.B) {
+	f, byGR := testFieldManagers(b)
+	res := byGR[schema.GroupResource{Resource: "configmaps"}]
+	fm, err := f.forResource(res, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		live := &corev1.ConfigMap{}
+		setTypeMeta(res, live)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "default", Labels: map[string]string{"app": "bench"}},
+			Data: map[string]string{"key": "value"}}
+		setTypeMeta(res, cm)
+		fm.UpdateNoErrors(live, cm, "bench")
+	}
+}
