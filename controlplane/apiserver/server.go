@@ -28,6 +28,7 @@ import (
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/nodelet/nodelet/controlplane/apivalidation"
+	"github.com/nodelet/nodelet/controlplane/openapi"
 	"github.com/nodelet/nodelet/controlplane/registry"
 	"github.com/nodelet/nodelet/controlplane/storage"
 )
@@ -100,6 +101,8 @@ type Server struct {
 	validator *apivalidation.Validator
 	// podTransport is cfg.PodTransport or the default.
 	podTransport http.RoundTripper
+	// openAPI is the served OpenAPI v2 and v3 documents.
+	openAPI *openapi.Set
 }
 
 // New validates cfg and builds a Server.
@@ -147,6 +150,13 @@ func New(cfg Config) (*Server, error) {
 	if s.podTransport = cfg.PodTransport; s.podTransport == nil {
 		s.podTransport = newPodTransport()
 	}
+	// The built-in resources' documents, built on first request.
+	documented := cfg.Resources
+	if cfg.Metrics != nil {
+		documented = append(append([]*registry.Resource(nil), documented...), metricsNodes, metricsPods)
+	}
+	s.openAPI = openapi.NewSet()
+	openapi.AddBuiltins(s.openAPI, documented, cfg.Version.GitVersion)
 	alloc, err := newAdmission(s, cfg.ServiceCIDR)
 	if err != nil {
 		return nil, err
@@ -158,6 +168,10 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) lookup(gv schema.GroupVersion, name string) *registry.Resource {
 	return s.resources[gv][name]
 }
+
+// OpenAPI returns the served OpenAPI documents, to which the owner of
+// other group-versions (CRDs) adds its own and removes them.
+func (s *Server) OpenAPI() *openapi.Set { return s.openAPI }
 
 // Resource returns the served resource for a group and plural name, in its
 // storage version (nil if none).
@@ -388,8 +402,8 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request) {
 		s.serveResourceList(w, r, p)
 	case p == "/metrics" && s.cfg.RequestMetrics != nil:
 		s.cfg.RequestMetrics.handler.ServeHTTP(w, r)
-	case p == "/openapi/v3" || strings.HasPrefix(p, "/openapi/v3/"):
-		s.serveOpenAPIV3(w, r, p)
+	case p == openapi.V2Path || p == openapi.V3Path || strings.HasPrefix(p, openapi.V3Path+"/"):
+		s.openAPI.ServeHTTP(w, r)
 	case p == openIDConfigPath && s.cfg.Tokens != nil:
 		writeRawJSON(w, s.cfg.Tokens.OpenIDConfiguration())
 	case p == jwksPath && s.cfg.Tokens != nil:

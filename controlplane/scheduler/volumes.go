@@ -38,18 +38,37 @@ const (
 	bindTimeout = 600 * time.Second
 )
 
-// volumeListers read claims, volumes and classes from the informers.
+// volumeListers read claims, volumes and classes from the informers;
+// byClass indexes the volumes by class name, so that a delayed claim is
+// matched against its class's volumes only (upstream's PV cache indexes
+// the same way).
 type volumeListers struct {
 	claims  corelisters.PersistentVolumeClaimLister
 	volumes corelisters.PersistentVolumeLister
 	classes storagelisters.StorageClassLister
+	byClass cache.Indexer
+}
+
+// classIndex names the index of volumes by spec.storageClassName.
+const classIndex = "storageClassName"
+
+func volumeClass(obj any) ([]string, error) {
+	pv, ok := obj.(*corev1.PersistentVolume)
+	if !ok {
+		return nil, nil
+	}
+	return []string{pv.Spec.StorageClassName}, nil
 }
 
 // watchVolumes registers the informers volume binding reads; a change of
 // any of them may make unschedulable pods fit.
 func (s *Scheduler) watchVolumes(f informers.SharedInformerFactory) error {
 	claims, volumes, classes := f.Core().V1().PersistentVolumeClaims(), f.Core().V1().PersistentVolumes(), f.Storage().V1().StorageClasses()
-	s.volumes = volumeListers{claims: claims.Lister(), volumes: volumes.Lister(), classes: classes.Lister()}
+	if err := volumes.Informer().AddIndexers(cache.Indexers{classIndex: volumeClass}); err != nil {
+		return fmt.Errorf("scheduler: volume index: %w", err)
+	}
+	s.volumes = volumeListers{claims: claims.Lister(), volumes: volumes.Lister(), classes: classes.Lister(),
+		byClass: volumes.Informer().GetIndexer()}
 	move := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { s.queue.MoveAllToActiveOrBackoff() },
 		UpdateFunc: func(any, any) { s.queue.MoveAllToActiveOrBackoff() },
@@ -114,13 +133,40 @@ func (l volumeListers) volumeState(pod *corev1.Pod) (*plugins.VolumeState, strin
 		vs.Delayed = append(vs.Delayed, d)
 	}
 	if len(vs.Delayed) > 0 {
-		all, err := l.volumes.List(labels.Everything())
+		vols, err := l.candidateVolumes(vs.Delayed)
 		if err != nil {
 			return nil, plugins.ReasonVolumeBindConflict
 		}
-		vs.Volumes = all
+		vs.Volumes = vols
 	}
 	return vs, ""
+}
+
+// candidateVolumes are the volumes of the delayed claims' classes (all
+// volumes without the index).
+func (l volumeListers) candidateVolumes(delayed []plugins.DelayedClaim) ([]*corev1.PersistentVolume, error) {
+	if l.byClass == nil {
+		return l.volumes.List(labels.Everything())
+	}
+	var out []*corev1.PersistentVolume
+	seen := map[string]bool{}
+	for _, d := range delayed {
+		class := volumehelpers.GetPersistentVolumeClaimClass(d.Claim)
+		if seen[class] {
+			continue
+		}
+		seen[class] = true
+		objs, err := l.byClass.ByIndex(classIndex, class)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			if pv, ok := o.(*corev1.PersistentVolume); ok {
+				out = append(out, pv)
+			}
+		}
+	}
+	return out, nil
 }
 
 // bindVolumes makes the pod's delayed claims' bindings on node, then waits

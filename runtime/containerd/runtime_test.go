@@ -220,7 +220,11 @@ func TestContainerdPodLifecycle(t *testing.T) {
 	}
 	before := podStatus(t, f.rt, "uid-web")
 	if c := before.LatestContainer("sleeper"); c == nil || c.State != runtime.StateExited || c.ExitCode != 137 {
-		t.Fatalf("sleeper after stop = %+v", c)
+		var out []byte
+		if c != nil {
+			out, _ = os.ReadFile(c.LogPath)
+		}
+		t.Fatalf("sleeper after stop = %+v\nits log:\n%s", c, out)
 	}
 
 	// A restarted nodelet finds the same pod in the same states.
