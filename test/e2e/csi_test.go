@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,6 +29,13 @@ func csiImages(dir string) error {
 	return err
 }
 
+// csiAttacherImage writes the upstream external-attacher's image (from
+// the module proxy, cached).
+func csiAttacherImage(dir string) error {
+	_, err := images.ExternalAttacherImage(dir, images.CacheDir())
+	return err
+}
+
 // csiEnv is a node with the mock CSI driver deployed (testdata).
 type csiEnv struct {
 	cp       *controlPlane
@@ -36,24 +44,36 @@ type csiEnv struct {
 	manifest string
 }
 
+// csiMock says which parts of the mock CSI driver deployCSIMock deploys
+// beside its cluster side (csi-mock-driver.yaml).
+type csiMock struct {
+	node   bool // its node side (csi-mock-node.yaml)
+	attach bool // as a driver that attaches, with the external-attacher (csi-mock-attach.yaml)
+}
+
 // deployCSIMock starts an in-cluster node, applies the driver's cluster
-// side (csi-mock-driver.yaml) and, withNode, its node side
-// (csi-mock-node.yaml), and waits for their pods to run.
-func deployCSIMock(t *testing.T, name string, withNode bool) *csiEnv {
+// side and the parts parts asks for, and waits for their pods to run.
+func deployCSIMock(t *testing.T, name string, parts csiMock) *csiEnv {
 	t.Helper()
-	cp, node := startInClusterNode(t, name, csiImages)
-	e := &csiEnv{cp: cp, node: node, dataDir: filepath.Join(t.TempDir(), "csi-data")}
-	files, workloads := []string{"testdata/csi-mock-driver.yaml"}, []string{"deployment/csi-mock-controller"}
-	if withNode {
-		files, workloads = append(files, "testdata/csi-mock-node.yaml"), append(workloads, "daemonset/csi-mock-node")
+	archives := []func(string) error{csiImages}
+	if parts.attach {
+		archives = append(archives, csiAttacherImage)
 	}
-	var manifests []string
-	for _, f := range files {
+	cp, node := startInClusterNode(t, name, archives...)
+	e := &csiEnv{cp: cp, node: node, dataDir: filepath.Join(t.TempDir(), "csi-data")}
+	read := func(f string) string {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		manifests = append(manifests, string(b))
+		return string(b)
+	}
+	manifests, workloads := []string{read("testdata/csi-mock-driver.yaml")}, []string{"deployment/csi-mock-controller"}
+	if parts.attach {
+		manifests = []string{withoutKinds(manifests[0], "CSIDriver", "Deployment"), read("testdata/csi-mock-attach.yaml")}
+	}
+	if parts.node {
+		manifests, workloads = append(manifests, read("testdata/csi-mock-node.yaml")), append(workloads, "daemonset/csi-mock-node")
 	}
 	e.manifest = strings.NewReplacer("ROOT_DIR", filepath.Join(node.dir, "root"), "DATA_DIR", e.dataDir).Replace(strings.Join(manifests, "---\n"))
 	if out, errOut, err := cp.kubectlStdin(e.manifest, "apply", "-f", "-"); err != nil {
@@ -63,6 +83,17 @@ func deployCSIMock(t *testing.T, name string, withNode bool) *csiEnv {
 		waitRolledOut(t, cp, "csi-mock", w)
 	}
 	return e
+}
+
+// withoutKinds drops the documents of the given kinds from a YAML stream.
+func withoutKinds(stream string, kinds ...string) string {
+	var kept []string
+	for _, doc := range strings.Split(stream, "\n---\n") {
+		if !slices.ContainsFunc(kinds, func(k string) bool { return strings.Contains("\n"+doc, "\nkind: "+k+"\n") }) {
+			kept = append(kept, doc)
+		}
+	}
+	return strings.Join(kept, "\n---\n") + "\n"
 }
 
 // remove deletes the driver and waits until no pod is left and the node
@@ -92,7 +123,7 @@ func (e *csiEnv) jsonpath(args ...string) string {
 // the claim (DeleteVolume). Using the volume in a pod needs the driver's
 // node side and the node's CSI support (TestCSIDriver).
 func TestCSIExternalProvisioner(t *testing.T) {
-	e := deployCSIMock(t, "node-csi-prov", false)
+	e := deployCSIMock(t, "node-csi-prov", csiMock{})
 	claim := `apiVersion: v1
 kind: PersistentVolumeClaim
 metadata: {name: csi}
@@ -138,7 +169,7 @@ spec:
 // It needs the node's CSI support (plugin registration, staging and
 // publishing) and privileged containers that run on this host.
 func TestCSIDriver(t *testing.T) {
-	e := deployCSIMock(t, "node-csi", true)
+	e := deployCSIMock(t, "node-csi", csiMock{node: true})
 	// The node made the driver's Bidirectional host paths shared mounts
 	// of their own, and leaves them (as the kubelet its root): they go
 	// once the node is done with them.

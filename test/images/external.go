@@ -17,12 +17,16 @@ var (
 	// ExternalProvisioner is the CSI external-provisioner sidecar.
 	ExternalProvisioner = GoProgram{Module: "github.com/kubernetes-csi/external-provisioner/v6", Version: "v6.4.0",
 		Package: "cmd/csi-provisioner", Binary: "csi-provisioner", VersionVar: "main.version"}
+	// ExternalAttacher is the CSI external-attacher sidecar.
+	ExternalAttacher = GoProgram{Module: "github.com/kubernetes-csi/external-attacher/v4", Version: "v4.13.0",
+		Package: "cmd/csi-attacher", Binary: "csi-attacher", VersionVar: "main.version"}
 )
 
 // References of the images built from the module proxy.
 const (
 	LocalPathProvisionerRef = "docker.io/rancher/local-path-provisioner:v0.0.30"
 	ExternalProvisionerRef  = "registry.k8s.io/sig-storage/csi-provisioner:v6.4.0"
+	ExternalAttacherRef     = "registry.k8s.io/sig-storage/csi-attacher:v4.13.0"
 )
 
 // programImage describes a single-binary image: where the binary goes and
@@ -93,6 +97,23 @@ func ExternalProvisionerImage(dir, cacheDir string) (string, error) {
 		path: "/csi-provisioner", entrypoint: []string{"/csi-provisioner"}})
 	if err != nil {
 		return "", fmt.Errorf("csi-provisioner image: %w", err)
+	}
+	return p, nil
+}
+
+// ExternalAttacherImage builds the CSI external-attacher (cached under
+// cacheDir) and writes its image (ExternalAttacherRef) into dir as its
+// Dockerfile lays it out on distroless: /csi-attacher, the entrypoint. It
+// returns the archive's path.
+func ExternalAttacherImage(dir, cacheDir string) (string, error) {
+	bin, err := BuildGoProgram(cacheDir, ExternalAttacher)
+	if err != nil {
+		return "", fmt.Errorf("csi-attacher image: %w", err)
+	}
+	p, err := writeProgramImage(dir, "csi-attacher", bin, programImage{ref: ExternalAttacherRef,
+		path: "/csi-attacher", entrypoint: []string{"/csi-attacher"}})
+	if err != nil {
+		return "", fmt.Errorf("csi-attacher image: %w", err)
 	}
 	return p, nil
 }

@@ -7,7 +7,11 @@
 // really mounts: NodeStageVolume bind-mounts the volume's directory under
 // --data-dir onto the staging path, NodePublishVolume the staging path
 // onto the pod's target, so a pod's writes land in DATA-DIR/VOLUME-ID on
-// the host.
+// the host. With --attach the controller publishes as well, for a
+// CSIDriver with attachRequired: ControllerPublishVolume answers the
+// publish context {"devicePath": "/dev/mock-VOLUME-ID"}, which the node
+// passes on to NodeStageVolume and NodePublishVolume, and
+// ControllerUnpublishVolume succeeds.
 //
 //	csimock --endpoint unix:///csi/csi.sock --node-id NODE --data-dir /var/lib/csi-mock
 //
@@ -45,6 +49,7 @@ func run() error {
 	flag.StringVar(&cfg.NodeID, "node-id", os.Getenv("NODE_NAME"), "the node's ID for NodeGetInfo (default $NODE_NAME); empty serves no node service")
 	flag.StringVar(&cfg.DataDir, "data-dir", "", "the directory holding a directory per volume (node: staged from there; controller: removed by DeleteVolume)")
 	flag.BoolVar(&cfg.Controller, "controller", true, "serve the controller service")
+	flag.BoolVar(&cfg.Attach, "attach", false, "the controller publishes volumes to nodes (PUBLISH_UNPUBLISH_VOLUME, for attachRequired)")
 	flag.Parse()
 	path, ok := strings.CutPrefix(*endpoint, "unix://")
 	if !ok || path == "" {
@@ -61,7 +66,7 @@ func run() error {
 	if err := d.Start(ln); err != nil {
 		return fmt.Errorf("serve on %s: %w", path, err)
 	}
-	klog.InfoS("CSI mock driver serving", "name", cfg.Name, "endpoint", *endpoint, "node", cfg.NodeID, "controller", cfg.Controller)
+	klog.InfoS("CSI mock driver serving", "name", cfg.Name, "endpoint", *endpoint, "node", cfg.NodeID, "controller", cfg.Controller, "attach", cfg.Attach)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	<-ctx.Done()

@@ -22,6 +22,9 @@ type config struct {
 	NodeID     string // empty: no node service
 	DataDir    string
 	Controller bool
+	// Attach makes the controller publish (PUBLISH_UNPUBLISH_VOLUME), as
+	// a driver whose CSIDriver has attachRequired does.
+	Attach bool
 }
 
 func (c config) servers() *driver.CSIDriverServers {
@@ -98,10 +101,49 @@ func (c controller) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRequest
 }
 
 func (c controller) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
-	return &csi.ControllerGetCapabilitiesResponse{Capabilities: []*csi.ControllerServiceCapability{{
-		Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{
-			Type: csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}}}}}, nil
+	types := []csi.ControllerServiceCapability_RPC_Type{csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}
+	if c.cfg.Attach {
+		types = append(types, csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME)
+	}
+	var caps []*csi.ControllerServiceCapability
+	for _, t := range types {
+		caps = append(caps, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{
+			Rpc: &csi.ControllerServiceCapability_RPC{Type: t}}})
+	}
+	return &csi.ControllerGetCapabilitiesResponse{Capabilities: caps}, nil
 }
+
+// ControllerPublishVolume "attaches" the volume to the node: nothing
+// happens but the publish context the node gets in NodeStageVolume and
+// NodePublishVolume, a device path named after the volume.
+func (c controller) ControllerPublishVolume(_ context.Context, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
+	if !c.cfg.Attach {
+		return nil, status.Error(codes.Unimplemented, "the driver does not attach (no --attach)")
+	}
+	if err := validID(req.GetVolumeId()); err != nil {
+		return nil, err
+	}
+	if req.GetNodeId() == "" || req.GetVolumeCapability() == nil {
+		return nil, status.Error(codes.InvalidArgument, "node ID and volume capability are required")
+	}
+	return &csi.ControllerPublishVolumeResponse{PublishContext: map[string]string{
+		"devicePath": devicePath(req.GetVolumeId())}}, nil
+}
+
+// ControllerUnpublishVolume "detaches" the volume: always done.
+func (c controller) ControllerUnpublishVolume(_ context.Context, req *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
+	if !c.cfg.Attach {
+		return nil, status.Error(codes.Unimplemented, "the driver does not attach (no --attach)")
+	}
+	if err := validID(req.GetVolumeId()); err != nil {
+		return nil, err
+	}
+	return &csi.ControllerUnpublishVolumeResponse{}, nil
+}
+
+// devicePath is the device path ControllerPublishVolume returns for a
+// volume in the publish context.
+func devicePath(volumeID string) string { return "/dev/mock-" + volumeID }
 
 func (c controller) ValidateVolumeCapabilities(_ context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
 	if err := validID(req.GetVolumeId()); err != nil {

@@ -11,7 +11,9 @@ import (
 	"github.com/kubernetes-csi/csi-test/v5/driver"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/nodelet/nodelet/test/testkit"
 )
@@ -118,5 +120,59 @@ func TestVolumeLife(t *testing.T) {
 func TestUnescapeOctal(t *testing.T) {
 	if got := unescapeOctal(`/a\040b\134c`); got != `/a b\c` {
 		t.Errorf("unescapeOctal = %q", got)
+	}
+}
+
+func hasCapability(caps []*csi.ControllerServiceCapability, want csi.ControllerServiceCapability_RPC_Type) bool {
+	for _, c := range caps {
+		if c.GetRpc().GetType() == want {
+			return true
+		}
+	}
+	return false
+}
+
+// With --attach the controller publishes as the external-attacher calls
+// it (every call twice, as retries come): the publish context names the
+// volume's device path, and unpublishing succeeds. Without, it neither
+// advertises PUBLISH_UNPUBLISH_VOLUME nor publishes.
+func TestControllerPublish(t *testing.T) {
+	ctx := context.Background()
+	ctl := csi.NewControllerClient(serve(t, config{Name: defaultName, Controller: true, Attach: true}))
+	caps, err := ctl.ControllerGetCapabilities(ctx, &csi.ControllerGetCapabilitiesRequest{})
+	if err != nil || !hasCapability(caps.Capabilities, csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME) ||
+		!hasCapability(caps.Capabilities, csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME) {
+		t.Fatalf("ControllerGetCapabilities = %v, %v; want CREATE_DELETE_VOLUME and PUBLISH_UNPUBLISH_VOLUME", caps, err)
+	}
+	for range 2 {
+		resp, err := ctl.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: "pvc-1", NodeId: "node-1",
+			VolumeCapability: mountCap[0]})
+		if err != nil || resp.PublishContext["devicePath"] != "/dev/mock-pvc-1" || len(resp.PublishContext) != 1 {
+			t.Fatalf("ControllerPublishVolume = %v, %v; want the publish context devicePath=/dev/mock-pvc-1", resp, err)
+		}
+	}
+	for range 2 {
+		if _, err := ctl.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: "pvc-1", NodeId: "node-1"}); err != nil {
+			t.Fatalf("ControllerUnpublishVolume: %v", err)
+		}
+	}
+	for _, req := range []*csi.ControllerPublishVolumeRequest{
+		{VolumeId: "../x", NodeId: "node-1", VolumeCapability: mountCap[0]},
+		{VolumeId: "pvc-1", VolumeCapability: mountCap[0]},
+		{VolumeId: "pvc-1", NodeId: "node-1"},
+	} {
+		if _, err := ctl.ControllerPublishVolume(ctx, req); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("ControllerPublishVolume(%v) = %v, want InvalidArgument", req, err)
+		}
+	}
+
+	plain := csi.NewControllerClient(serve(t, config{Name: defaultName, Controller: true}))
+	caps, err = plain.ControllerGetCapabilities(ctx, &csi.ControllerGetCapabilitiesRequest{})
+	if err != nil || hasCapability(caps.Capabilities, csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME) {
+		t.Errorf("ControllerGetCapabilities without --attach = %v, %v; want no PUBLISH_UNPUBLISH_VOLUME", caps, err)
+	}
+	if _, err := plain.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: "pvc-1", NodeId: "node-1",
+		VolumeCapability: mountCap[0]}); status.Code(err) != codes.Unimplemented {
+		t.Errorf("ControllerPublishVolume without --attach = %v, want Unimplemented", err)
 	}
 }
