@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cbor "k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
@@ -230,6 +231,17 @@ func TestManagedFieldsOnWrites(t *testing.T) {
 	if len(cm.ManagedFields) != 0 {
 		t.Fatalf("managedFields after reset: %+v", cm.ManagedFields)
 	}
+	// An apply in CBOR creates as one in YAML does.
+	body, err := cbor.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "e"}, "data": map[string]any{"k": "v"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err = cs.CoreV1().ConfigMaps("default").Patch(ctx, "e", types.ApplyCBORPatchType, body, metav1.PatchOptions{FieldManager: "cbor"})
+	if err != nil || cm.Data["k"] != "v" || len(cm.ManagedFields) != 1 || cm.ManagedFields[0].Operation != metav1.ManagedFieldsOperationApply {
+		t.Fatalf("CBOR apply: %v %+v", err, cm)
+	}
+
 	// Dry-run create stores nothing but answers with managed fields.
 	cm2, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Data: map[string]string{"k": "v"}},
 		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "dry"})
