@@ -1,12 +1,14 @@
 package apiserver
 
 import (
-	"runtime"
+	"encoding/json"
+	goruntime "runtime"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/nodelet/nodelet/controlplane/openapi"
@@ -25,10 +27,10 @@ func testFieldManagers(tb testing.TB) (*fieldManagers, map[schema.GroupResource]
 }
 
 func heapInUse() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
+	goruntime.GC()
+	goruntime.GC()
+	var m goruntime.MemStats
+	goruntime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
 
@@ -65,7 +67,7 @@ func BenchmarkTypeConverter(b *testing.B) {
 				fm.UpdateNoErrors(live, obj, "bench")
 				convTook += time.Since(start)
 				convKept += heapInUse() - mid
-				runtime.KeepAlive(f)
+				goruntime.KeepAlive(f)
 			}
 			n := float64(b.N)
 			b.ReportMetric(float64(docTook.Milliseconds())/n, "ms-doc")
@@ -77,22 +79,44 @@ func BenchmarkTypeConverter(b *testing.B) {
 }
 
 // BenchmarkManagedFieldsCreate is the field manager's work on one create
-// of the ConfigMap BenchmarkAPICreates writes.
+// of the ConfigMap BenchmarkAPICreates writes and of a Deployment, and
+// what the entry adds to the stored JSON.
 func BenchmarkManagedFieldsCreate(b *testing.B) {
 	f, byGR := testFieldManagers(b)
-	res := byGR[schema.GroupResource{Resource: "configmaps"}]
-	fm, err := f.forResource(res, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		live := &corev1.ConfigMap{}
-		setTypeMeta(res, live)
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "default", Labels: map[string]string{"app": "bench"}},
-			Data: map[string]string{"key": "value"}}
-		setTypeMeta(res, cm)
-		fm.UpdateNoErrors(live, cm, "bench")
+	for _, c := range []struct {
+		gr  schema.GroupResource
+		obj func() runtime.Object
+	}{
+		{schema.GroupResource{Resource: "configmaps"}, func() runtime.Object {
+			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "default", Labels: map[string]string{"app": "bench"}},
+				Data: map[string]string{"key": "value"}}
+		}},
+		{schema.GroupResource{Group: "apps", Resource: "deployments"}, func() runtime.Object { return testDeployment("web") }},
+	} {
+		b.Run(c.gr.String(), func(b *testing.B) {
+			res := byGR[c.gr]
+			fm, err := f.forResource(res, "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			var added int
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				live, obj := res.New(), c.obj()
+				setTypeMeta(res, live)
+				setTypeMeta(res, obj)
+				out := fm.UpdateNoErrors(live, obj, "bench")
+				if i == 0 {
+					b.StopTimer()
+					with, _ := json.Marshal(out)
+					accessor(out).SetManagedFields(nil)
+					without, _ := json.Marshal(out)
+					added = len(with) - len(without)
+					b.StartTimer()
+				}
+			}
+			b.ReportMetric(float64(added), "stored-bytes-added")
+		})
 	}
 }
