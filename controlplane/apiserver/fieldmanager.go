@@ -105,6 +105,20 @@ func (f *fieldManagers) forScale(res *registry.Resource) (*managedfields.FieldMa
 func (f *fieldManagers) get(types objectTypes, gvPath, sub string, reset map[fieldpath.APIVersion]fieldpath.Filter) (*managedfields.FieldManager, error) {
 	key := fieldManagerKey{gvk: types.gvk, doc: gvPath, subresource: sub}
 	f.mu.Lock()
+	m, ok := f.managers[key]
+	_, haveConverter := f.converters[gvPath]
+	f.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	if !haveConverter {
+		// Built (tens of ms the first time) without holding up the
+		// writes of other group-versions.
+		if _, err := f.docs.Document(gvPath); err != nil {
+			return nil, err
+		}
+	}
+	f.mu.Lock()
 	defer f.mu.Unlock()
 	if m, ok := f.managers[key]; ok {
 		return m, nil
@@ -113,7 +127,7 @@ func (f *fieldManagers) get(types objectTypes, gvPath, sub string, reset map[fie
 	if err != nil {
 		return nil, err
 	}
-	m, err := managedfields.NewDefaultFieldManager(tc, types, types, types, types.gvk, types.gvk.GroupVersion(), sub, reset)
+	m, err = managedfields.NewDefaultFieldManager(tc, types, types, types, types.gvk, types.gvk.GroupVersion(), sub, reset)
 	if err != nil {
 		return nil, err
 	}
