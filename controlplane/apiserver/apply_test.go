@@ -154,6 +154,18 @@ func TestServerSideApply(t *testing.T) {
 		t.Fatalf("managedFields after status update (%+v): %+v", d.Status, d.ManagedFields)
 	}
 
+	// An apply to status owns only status: the spec and the labels it
+	// sends are neither written nor owned (upstream's reset fields).
+	statusCfg := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  labels: {x: z}\nspec:\n  replicas: 9\nstatus:\n  replicas: 1\n"
+	d, err = cs.AppsV1().Deployments("ssa").Patch(ctx, "web", types.ApplyPatchType, []byte(statusCfg), metav1.PatchOptions{FieldManager: "st"}, "status")
+	if err != nil {
+		t.Fatalf("apply to status: %v", err)
+	}
+	if e, ok := managers(t, d)["st Apply status"]; !ok || d.Status.Replicas != 1 || *d.Spec.Replicas != 5 || d.Labels["x"] != "" ||
+		string(e.FieldsV1.Raw) != `{"f:status":{"f:replicas":{}}}` {
+		t.Fatalf("after an apply to status: replicas %d, labels %v, managedFields %+v", *d.Spec.Replicas, d.Labels, d.ManagedFields)
+	}
+
 	// Apply needs a field manager; force is for apply only.
 	force := true
 	_, err = apply(ctx, cs, "ssa", "", false, applyDeploymentYAML("3"), false)

@@ -145,22 +145,32 @@ func docPath(gv schema.GroupVersion) string {
 // resetFields are the fields a write through sub does not set, and which
 // its manager therefore does not own, as upstream's strategies'
 // GetResetFields: the main resource does not write status, the status
-// subresource writes nothing but status and metadata.
+// subresource writes neither spec nor (statusResetExtra) some metadata,
+// pods/ephemeralcontainers only spec.ephemeralContainers.
 func resetFields(res *registry.Resource, sub string) map[fieldpath.APIVersion]fieldpath.Filter {
-	if !res.HasSubresource("status") {
-		return nil
-	}
-	var set *fieldpath.Set
-	switch sub {
-	case "":
-		set = fieldpath.NewSet(fieldpath.MakePathOrDie("status"))
-	case "status":
-		set = fieldpath.NewSet(fieldpath.MakePathOrDie("spec"))
+	var filter fieldpath.Filter
+	switch {
+	case sub == "" && res.HasSubresource("status"):
+		filter = fieldpath.NewExcludeSetFilter(fieldpath.NewSet(fieldpath.MakePathOrDie("status")))
+	case sub == "status":
+		paths := append([]fieldpath.Path{fieldpath.MakePathOrDie("spec")}, statusResetExtra[groupResource(res)]...)
+		filter = fieldpath.NewExcludeSetFilter(fieldpath.NewSet(paths...))
+	case sub == "ephemeralcontainers":
+		filter = fieldpath.NewIncludeMatcherFilter(fieldpath.MakePrefixMatcherOrDie("spec", "ephemeralContainers"))
 	default:
 		return nil
 	}
-	return map[fieldpath.APIVersion]fieldpath.Filter{
-		fieldpath.APIVersion(res.GroupVersion.String()): fieldpath.NewExcludeSetFilter(set)}
+	return map[fieldpath.APIVersion]fieldpath.Filter{fieldpath.APIVersion(res.GroupVersion.String()): filter}
+}
+
+// statusResetExtra are the fields besides spec that upstream's status
+// strategies of the served kinds reset.
+var statusResetExtra = map[schema.GroupResource][]fieldpath.Path{
+	{Group: "apps", Resource: "deployments"}: {fieldpath.MakePathOrDie("metadata", "labels")},
+	{Resource: "pods"}: {fieldpath.MakePathOrDie("metadata", "deletionTimestamp"),
+		fieldpath.MakePathOrDie("metadata", "ownerReferences")},
+	{Group: "storage.k8s.io", Resource: "volumeattachments"}:                         {fieldpath.MakePathOrDie("metadata")},
+	{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"}: {fieldpath.MakePathOrDie("metadata")},
 }
 
 // objectTypes is the object convertor, defaulter and creater the field
