@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cbor "k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
@@ -259,5 +260,55 @@ func TestManagedFieldsOnWrites(t *testing.T) {
 		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "dry"})
 	if err != nil || len(cm2.ManagedFields) != 1 || cm2.ManagedFields[0].Manager != "dry" {
 		t.Fatalf("dry-run create: %v %+v", err, cm2)
+	}
+}
+
+// A resource served in two versions keeps the managed fields recorded in
+// either: an update through autoscaling/v1 compares with the entry an
+// autoscaling/v2 create made instead of dropping it; so for Events
+// written through events.k8s.io/v1 and core/v1.
+func TestManagedFieldsAcrossVersions(t *testing.T) {
+	env := newTestEnv(t, storage.HubOptions{}, nil)
+	cs := env.clientset(t)
+	ctx := testCtx(t)
+	if _, err := cs.AutoscalingV2().HorizontalPodAutoscalers("default").Create(ctx, newHPAv2("h"), metav1.CreateOptions{FieldManager: "v2-creator"}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := cs.AutoscalingV1().HorizontalPodAutoscalers("default").Get(ctx, "h", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Spec.MaxReplicas = 7
+	h, err = cs.AutoscalingV1().HorizontalPodAutoscalers("default").Update(ctx, h, metav1.UpdateOptions{FieldManager: "v1-updater"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := managers(t, h)
+	created, updated := ms["v2-creator Update "], ms["v1-updater Update "]
+	if created.APIVersion != "autoscaling/v2" || updated.APIVersion != "autoscaling/v1" ||
+		!strings.Contains(string(updated.FieldsV1.Raw), "f:maxReplicas") || strings.Contains(string(created.FieldsV1.Raw), "f:maxReplicas") ||
+		!strings.Contains(string(created.FieldsV1.Raw), "f:scaleTargetRef") {
+		t.Fatalf("managedFields across versions: %+v", h.ManagedFields)
+	}
+
+	now := metav1.NowMicro()
+	if _, err := cs.EventsV1().Events("default").Create(ctx, &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: "e"}, EventTime: now, ReportingController: "example.com/ctl", ReportingInstance: "ctl-1",
+		Action: "Scale", Reason: "Scaled", Regarding: corev1.ObjectReference{Kind: "Deployment", Namespace: "default", Name: "web"},
+		Note: "scaled", Type: corev1.EventTypeNormal}, metav1.CreateOptions{FieldManager: "recorder"}); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := cs.CoreV1().Events("default").Get(ctx, "e", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.Message = "scaled again"
+	if ev, err = cs.CoreV1().Events("default").Update(ctx, ev, metav1.UpdateOptions{FieldManager: "core"}); err != nil {
+		t.Fatal(err)
+	}
+	ms = managers(t, ev)
+	if r, c := ms["recorder Update "], ms["core Update "]; r.APIVersion != "events.k8s.io/v1" || c.APIVersion != "v1" ||
+		!strings.Contains(string(c.FieldsV1.Raw), "f:message") || strings.Contains(string(r.FieldsV1.Raw), "f:note") {
+		t.Fatalf("Event managedFields across groups: %+v", ev.ManagedFields)
 	}
 }

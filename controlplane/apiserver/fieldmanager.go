@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -28,15 +31,20 @@ import (
 // patches with upstream's field manager (k8s.io/apimachinery's
 // managedfields over structured-merge-diff), as k8s.io/apiserver's
 // handlers call it. Its type information is the OpenAPI v3 schemas the
-// server serves: one type converter per group-version document, made on
-// the first write to that group-version that needs it (a document's
-// schemas hold every type its kinds reference), so an idle server keeps
-// none and a later owner of a group-version (CRDs) replaces its
-// converter with forget when the document changes.
+// server serves: one type converter per group-version document (or the
+// two of a resource served in two versions, whose managed fields may
+// name either), made on the first write to that group-version that needs
+// it (a document's schemas hold every type its kinds reference), so an
+// idle server keeps none and a later owner of a group-version (CRDs)
+// replaces its converter with forget when the document changes.
 type fieldManagers struct {
 	docs *openapi.Set
+	// otherVersion is, for a resource served in two versions (one Stored
+	// as the other), the other one.
+	otherVersion map[*registry.Resource]*registry.Resource
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// converters by their documents' paths, joined by "+".
 	converters map[string]managedfields.TypeConverter
 	managers   map[fieldManagerKey]*managedfields.FieldManager
 }
@@ -45,13 +53,19 @@ type fieldManagers struct {
 // resource path and subresource ("" for the main resource).
 type fieldManagerKey struct {
 	gvk         schema.GroupVersionKind
-	doc         string
+	docs        string
 	subresource string
 }
 
-func newFieldManagers(docs *openapi.Set) *fieldManagers {
-	return &fieldManagers{docs: docs, converters: map[string]managedfields.TypeConverter{},
-		managers: map[fieldManagerKey]*managedfields.FieldManager{}}
+func newFieldManagers(docs *openapi.Set, resources []*registry.Resource) *fieldManagers {
+	f := &fieldManagers{docs: docs, otherVersion: map[*registry.Resource]*registry.Resource{},
+		converters: map[string]managedfields.TypeConverter{}, managers: map[fieldManagerKey]*managedfields.FieldManager{}}
+	for _, r := range resources {
+		if r.Stored != nil && r.Convert != nil {
+			f.otherVersion[r], f.otherVersion[r.Stored] = r.Stored, r
+		}
+	}
+	return f
 }
 
 // forget drops what was made from a group-version's document (gvPath as
@@ -59,54 +73,72 @@ func newFieldManagers(docs *openapi.Set) *fieldManagers {
 func (f *fieldManagers) forget(gvPath string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.converters, gvPath)
+	names := func(docs string) bool { return slices.Contains(strings.Split(docs, "+"), gvPath) }
+	for k := range f.converters {
+		if names(k) {
+			delete(f.converters, k)
+		}
+	}
 	for k := range f.managers {
-		if k.doc == gvPath {
+		if names(k.docs) {
 			delete(f.managers, k)
 		}
 	}
 }
 
-// converterLocked returns the type converter of a group-version document.
-func (f *fieldManagers) converterLocked(gvPath string) (managedfields.TypeConverter, error) {
-	if tc, ok := f.converters[gvPath]; ok {
+// converterLocked returns the type converter of the documents named by
+// docs (paths joined by "+"), all already built.
+func (f *fieldManagers) converterLocked(docs string) (managedfields.TypeConverter, error) {
+	if tc, ok := f.converters[docs]; ok {
 		return tc, nil
 	}
-	doc, err := f.docs.Document(gvPath)
-	if err != nil {
-		return nil, err
-	}
-	var schemas map[string]*spec.Schema
-	if doc.Components != nil {
-		schemas = doc.Components.Schemas
+	schemas := map[string]*spec.Schema{}
+	for _, gvPath := range strings.Split(docs, "+") {
+		doc, err := f.docs.Document(gvPath)
+		if err != nil {
+			return nil, err
+		}
+		if doc.Components != nil {
+			maps.Copy(schemas, doc.Components.Schemas)
+		}
 	}
 	tc, err := managedfields.NewTypeConverter(schemas, false)
 	if err != nil {
-		return nil, fmt.Errorf("type converter for %s: %w", gvPath, err)
+		return nil, fmt.Errorf("type converter for %s: %w", docs, err)
 	}
-	f.converters[gvPath] = tc
+	f.converters[docs] = tc
 	return tc, nil
 }
 
 // forResource returns the field manager of res's objects written through
 // sub ("" or a subresource that writes res's own kind).
 func (f *fieldManagers) forResource(res *registry.Resource, sub string) (*managedfields.FieldManager, error) {
-	types := objectTypes{gvk: res.GroupVersionKind(), new: res.New, defaults: res.Default}
-	return f.get(types, docPath(res.GroupVersion), sub, resetFields(res, sub))
+	types := objectTypes{kinds: []kindType{{res.GroupVersionKind(), res.New}}, defaults: res.Default}
+	docs := []string{docPath(res.GroupVersion)}
+	if other := f.otherVersion[res]; other != nil {
+		types.kinds = append(types.kinds, kindType{other.GroupVersionKind(), other.New})
+		types.convert = res.Convert
+		if res.Convert == nil {
+			types.convert = other.Convert
+		}
+		docs = append(docs, docPath(other.GroupVersion))
+	}
+	return f.get(types, strings.Join(docs, "+"), sub, resetFields(res, sub))
 }
 
 // forScale returns the field manager of res's scale subresource
 // (autoscaling/v1 Scale, described in res's group-version document).
 func (f *fieldManagers) forScale(res *registry.Resource) (*managedfields.FieldManager, error) {
-	types := objectTypes{gvk: autoscalingv1.SchemeGroupVersion.WithKind("Scale"), new: func() runtime.Object { return &autoscalingv1.Scale{} }}
+	types := objectTypes{kinds: []kindType{{autoscalingv1.SchemeGroupVersion.WithKind("Scale"), func() runtime.Object { return &autoscalingv1.Scale{} }}}}
 	return f.get(types, docPath(res.GroupVersion), "scale", nil)
 }
 
-func (f *fieldManagers) get(types objectTypes, gvPath, sub string, reset map[fieldpath.APIVersion]fieldpath.Filter) (*managedfields.FieldManager, error) {
-	key := fieldManagerKey{gvk: types.gvk, doc: gvPath, subresource: sub}
+func (f *fieldManagers) get(types objectTypes, docs, sub string, reset map[fieldpath.APIVersion]fieldpath.Filter) (*managedfields.FieldManager, error) {
+	gvk := types.kinds[0].gvk
+	key := fieldManagerKey{gvk: gvk, docs: docs, subresource: sub}
 	f.mu.Lock()
 	m, ok := f.managers[key]
-	_, haveConverter := f.converters[gvPath]
+	_, haveConverter := f.converters[docs]
 	f.mu.Unlock()
 	if ok {
 		return m, nil
@@ -114,8 +146,10 @@ func (f *fieldManagers) get(types objectTypes, gvPath, sub string, reset map[fie
 	if !haveConverter {
 		// Built (tens of ms the first time) without holding up the
 		// writes of other group-versions.
-		if _, err := f.docs.Document(gvPath); err != nil {
-			return nil, err
+		for _, gvPath := range strings.Split(docs, "+") {
+			if _, err := f.docs.Document(gvPath); err != nil {
+				return nil, err
+			}
 		}
 	}
 	f.mu.Lock()
@@ -123,11 +157,11 @@ func (f *fieldManagers) get(types objectTypes, gvPath, sub string, reset map[fie
 	if m, ok := f.managers[key]; ok {
 		return m, nil
 	}
-	tc, err := f.converterLocked(gvPath)
+	tc, err := f.converterLocked(docs)
 	if err != nil {
 		return nil, err
 	}
-	m, err = managedfields.NewDefaultFieldManager(tc, types, types, types, types.gvk, types.gvk.GroupVersion(), sub, reset)
+	m, err = managedfields.NewDefaultFieldManager(tc, types, types, types, gvk, gvk.GroupVersion(), sub, reset)
 	if err != nil {
 		return nil, err
 	}
@@ -174,24 +208,40 @@ var statusResetExtra = map[schema.GroupResource][]fieldpath.Path{
 }
 
 // objectTypes is the object convertor, defaulter and creater the field
-// manager needs, for the one kind it manages: this server keeps every
-// object in its request's version, so the hub is that version and
-// conversion is only between the typed object and the unstructured one
-// the merge produces. Another version is "not registered", which makes
-// the merge drop the managed fields recorded in it, as upstream does for
-// a version it no longer serves.
+// manager needs, for the kind it manages (kinds[0]) and the other version
+// of the resource if it has one (kinds[1], converted to and from with
+// convert). This server keeps every object in its request's version, so
+// the hub is that version; the managed fields recorded in the other are
+// compared through convert. Any other version is "not registered", which
+// makes the merge drop what was recorded in it, as upstream does for a
+// version it no longer serves.
 type objectTypes struct {
-	gvk      schema.GroupVersionKind
-	new      func() runtime.Object
+	kinds    []kindType
 	defaults func(runtime.Object)
+	convert  func(in, out runtime.Object) error
+}
+
+type kindType struct {
+	gvk schema.GroupVersionKind
+	new func() runtime.Object
+}
+
+func (t objectTypes) kind(gvk schema.GroupVersionKind) (kindType, bool) {
+	for _, k := range t.kinds {
+		if k.gvk == gvk {
+			return k, true
+		}
+	}
+	return kindType{}, false
 }
 
 func (t objectTypes) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
-	if gvk != t.gvk {
+	k, ok := t.kind(gvk)
+	if !ok {
 		return nil, runtime.NewNotRegisteredErrForKind("nodelet", gvk)
 	}
-	obj := t.new()
-	obj.GetObjectKind().SetGroupVersionKind(t.gvk)
+	obj := k.new()
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
 	return obj, nil
 }
 
@@ -205,22 +255,40 @@ func (t objectTypes) Convert(in, out, _ any) error {
 	return fmt.Errorf("field manager: conversion of %T to %T not supported", in, out)
 }
 
+// ConvertToVersion returns in (typed, or unstructured as the merge makes
+// it) as the typed object of the target's kind.
 func (t objectTypes) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
-	if to, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{t.gvk}); !ok || to != t.gvk {
-		return nil, runtime.NewNotRegisteredErrForKind("nodelet", t.gvk.GroupVersion().WithKind(in.GetObjectKind().GroupVersionKind().Kind))
+	for _, k := range t.kinds {
+		if to, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{k.gvk}); ok && to == k.gvk {
+			return t.as(in, k)
+		}
 	}
+	return nil, runtime.NewNotRegisteredErrForKind("nodelet", in.GetObjectKind().GroupVersionKind())
+}
+
+func (t objectTypes) as(in runtime.Object, k kindType) (runtime.Object, error) {
 	if u, ok := in.(*unstructured.Unstructured); ok {
-		if u.GroupVersionKind() != t.gvk {
+		from, ok := t.kind(u.GroupVersionKind())
+		if !ok {
 			return nil, runtime.NewNotRegisteredErrForKind("nodelet", u.GroupVersionKind())
 		}
-		out := t.new()
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		typed := from.new()
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
 			return nil, err
 		}
-		out.GetObjectKind().SetGroupVersionKind(t.gvk)
-		return out, nil
+		in = typed
 	}
-	in.GetObjectKind().SetGroupVersionKind(t.gvk)
+	out := k.new()
+	if reflect.TypeOf(in) != reflect.TypeOf(out) {
+		if t.convert == nil {
+			return nil, runtime.NewNotRegisteredErrForKind("nodelet", k.gvk)
+		}
+		if err := t.convert(in, out); err != nil {
+			return nil, err
+		}
+		in = out
+	}
+	in.GetObjectKind().SetGroupVersionKind(k.gvk)
 	return in, nil
 }
 

@@ -23,7 +23,7 @@ func testFieldManagers(tb testing.TB) (*fieldManagers, map[schema.GroupResource]
 	for _, r := range resources {
 		byGR[schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Name}] = r
 	}
-	return newFieldManagers(set), byGR
+	return newFieldManagers(set, resources), byGR
 }
 
 func heapInUse() uint64 {

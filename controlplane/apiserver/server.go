@@ -160,7 +160,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.openAPI = openapi.NewSet()
 	openapi.AddBuiltins(s.openAPI, documented, cfg.Version.GitVersion)
-	s.fields = newFieldManagers(s.openAPI)
+	s.fields = newFieldManagers(s.openAPI, documented)
 	alloc, err := newAdmission(s, cfg.ServiceCIDR)
 	if err != nil {
 		return nil, err
