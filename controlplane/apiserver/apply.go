@@ -2,10 +2,12 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	cbor "k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
@@ -54,6 +56,19 @@ func (a applyRequest) checkStrict(ctx context.Context) error {
 	return nil
 }
 
+// applyError is err as upstream answers a merge failure that is not an
+// API error (a field the schema does not declare, a value of the wrong
+// type): 500 with the error's own message and no reason, as its
+// ErrorToAPIStatus makes it (kubectl prints "Error from server: ...").
+func applyError(err error) error {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return err
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure,
+		Code: http.StatusInternalServerError, Message: err.Error()}}
+}
+
 // serveApply merges an applied configuration into the object with
 // upstream's field manager (conflicts are 409 unless force), or creates
 // the object from it if there is none, as upstream's patch handler does;
@@ -73,7 +88,7 @@ func (s *Server) serveApply(w http.ResponseWriter, r *http.Request, info request
 	apply := func(cur runtime.Object) (runtime.Object, error) {
 		obj, err := fm.Apply(cur, patchObj.DeepCopy(), a.opts.manager, a.force)
 		if err != nil {
-			return nil, err
+			return nil, applyError(err)
 		}
 		if err := a.checkStrict(ctx); err != nil {
 			return nil, err

@@ -183,6 +183,13 @@ func TestServerSideApply(t *testing.T) {
 		t.Errorf("strict apply error: %v", err)
 	}
 
+	// A field the schema does not declare fails the merge as upstream's does.
+	_, err = apply(ctx, cs, "ssa", "bob", true, []byte(strings.Replace(string(applyDeploymentYAML("3")), "  replicas: 3\n", "  replicas: 3\n  replicaz: 3\n", 1)), false)
+	wantStatus(t, "apply of an unknown field", err, 500)
+	if !strings.Contains(err.Error(), ".spec.replicaz: field not declared in schema") || strings.Contains(err.Error(), "Internal error occurred") {
+		t.Errorf("apply of an unknown field: %v", err)
+	}
+
 	// Dry-run apply of a missing object creates nothing.
 	_, err = cs.AppsV1().Deployments("ssa").Patch(ctx, "other", types.ApplyPatchType,
 		[]byte(strings.Replace(string(applyDeploymentYAML("1")), "name: web", "name: other", 1)),

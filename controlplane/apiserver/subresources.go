@@ -96,7 +96,7 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, info request
 		case applied != nil:
 			obj, err := fm.Apply(sc, applied.DeepCopy(), opts.manager, force)
 			if err != nil {
-				return nil, err
+				return nil, applyError(err)
 			}
 			want = obj.(*autoscalingv1.Scale)
 			want.ResourceVersion = applied.GetResourceVersion()
