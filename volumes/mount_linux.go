@@ -93,43 +93,20 @@ func resolve(dir string) (string, bool, error) {
 	return real, true, nil
 }
 
-// isTmpfs reports whether the top mount on dir is a tmpfs.
+// isTmpfs reports whether the top mount on dir is a tmpfs: dir is a
+// mount's root (isMountPoint: two system calls rather than a read of the
+// mount table, which grows with the pods, and every sync of every pod
+// asks) and statfs sees a tmpfs there.
 func isTmpfs(dir string) (bool, error) {
-	real, ok, err := resolve(dir)
-	if err != nil || !ok {
+	mounted, err := isMountPoint(dir)
+	if err != nil || !mounted {
 		return false, err
 	}
-	// Two system calls rather than a read of the mount table, which grows
-	// with the pods (a tmpfs per projected volume, an overlay and a netns
-	// per sandbox): every sync of every pod asks, so that read made pod
-	// start-up O(pods). statx tells whether real is a mount's root, statfs
-	// the file system on top of it.
-	var stx unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, real, unix.AT_SYMLINK_NOFOLLOW, 0, &stx); err != nil {
-		return false, fmt.Errorf("statx %s: %w", real, err)
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return false, fmt.Errorf("statfs %s: %w", dir, err)
 	}
-	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 {
-		if stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT == 0 {
-			return false, nil
-		}
-		var st unix.Statfs_t
-		if err := unix.Statfs(real, &st); err != nil {
-			return false, fmt.Errorf("statfs %s: %w", real, err)
-		}
-		return st.Type == unix.TMPFS_MAGIC, nil
-	}
-	// Kernels before 5.8 do not report mount roots: the mount table.
-	mounts, err := readMounts()
-	if err != nil {
-		return false, err
-	}
-	top := ""
-	for _, m := range mounts { // later lines are mounted on top
-		if m.Point == real {
-			top = m.FSType
-		}
-	}
-	return top == "tmpfs", nil
+	return st.Type == unix.TMPFS_MAGIC, nil
 }
 
 // mountsBelow returns the mount points on or below dir (already resolved),

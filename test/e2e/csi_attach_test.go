@@ -45,29 +45,7 @@ func TestCSIAttach(t *testing.T) {
 			t.Logf("the VolumeAttachments:\n%s", out)
 		}
 	})
-	testkit.Eventually(t, 60*time.Second, "the driver registered in the CSINode", func() bool {
-		return e.jsonpath("get", "csinode", e.node.name, "{.spec.drivers[*].name}/{.spec.drivers[*].nodeID}") == csiMockDriver+"/"+e.node.name
-	})
-	claim := `apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: csi}
-spec:
-  storageClassName: csi-mock
-  accessModes: [ReadWriteOnce]
-  resources: {requests: {storage: 10Mi}}
----
-`
-	if out, errOut, err := e.cp.kubectlStdin(claim+storagePod("user", "csi", "echo attached > /data/hello; sleep 3600"), "apply", "-f", "-"); err != nil {
-		t.Fatalf("apply: %v\n%s%s", err, out, errOut)
-	}
-	testkit.Eventually(t, 90*time.Second, "user Running", func() bool { return e.jsonpath("get", "pod", "user", "{.status.phase}") == "Running" })
-	pv := e.jsonpath("get", "pvc", "csi", "{.spec.volumeName}")
-	handle := e.jsonpath("get", "pv", pv, "{.spec.csi.volumeHandle}")
-	volDir := filepath.Join(e.dataDir, handle)
-	testkit.Eventually(t, 30*time.Second, "the pod's write in the volume's directory", func() bool {
-		b, err := os.ReadFile(filepath.Join(volDir, "hello"))
-		return err == nil && strings.TrimSpace(string(b)) == "attached"
-	})
+	pv, handle, volDir := e.runClaimPod(t, "attached")
 
 	// The attachment upstream's CSI attacher names, made by the control
 	// plane (nothing here creates it) and attached by the external-attacher

@@ -111,6 +111,38 @@ func (e *csiEnv) remove(t *testing.T) {
 	waitNoLeftovers(t, e.node)
 }
 
+// runClaimPod waits for the driver in the node's CSINode, then runs pod
+// "user" writing word to its claim "csi" of the driver's class, and
+// waits for the word in the volume's directory on the host. It returns
+// the volume, its handle and that directory.
+func (e *csiEnv) runClaimPod(t *testing.T, word string) (pv, handle, volDir string) {
+	t.Helper()
+	testkit.Eventually(t, 60*time.Second, "the driver registered in the CSINode", func() bool {
+		return e.jsonpath("get", "csinode", e.node.name, "{.spec.drivers[*].name}/{.spec.drivers[*].nodeID}") == csiMockDriver+"/"+e.node.name
+	})
+	claim := `apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: csi}
+spec:
+  storageClassName: csi-mock
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 10Mi}}
+---
+`
+	if out, errOut, err := e.cp.kubectlStdin(claim+storagePod("user", "csi", "echo "+word+" > /data/hello; sleep 3600"), "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply: %v\n%s%s", err, out, errOut)
+	}
+	testkit.Eventually(t, 90*time.Second, "user Running", func() bool { return e.jsonpath("get", "pod", "user", "{.status.phase}") == "Running" })
+	pv = e.jsonpath("get", "pvc", "csi", "{.spec.volumeName}")
+	handle = e.jsonpath("get", "pv", pv, "{.spec.csi.volumeHandle}")
+	volDir = filepath.Join(e.dataDir, handle)
+	testkit.Eventually(t, 30*time.Second, "the pod's write in the volume's directory", func() bool {
+		b, err := os.ReadFile(filepath.Join(volDir, "hello"))
+		return err == nil && strings.TrimSpace(string(b)) == word
+	})
+	return pv, handle, volDir
+}
+
 func (e *csiEnv) jsonpath(args ...string) string {
 	out, _, _ := e.cp.kubectl(append(args[:len(args)-1:len(args)-1], "-o", "jsonpath="+args[len(args)-1])...)
 	return out
@@ -181,29 +213,7 @@ func TestCSIDriver(t *testing.T) {
 			t.Logf("the driver's node pod's logs:\n%s", out)
 		}
 	})
-	testkit.Eventually(t, 60*time.Second, "the driver registered in the CSINode", func() bool {
-		return e.jsonpath("get", "csinode", e.node.name, "{.spec.drivers[*].name}/{.spec.drivers[*].nodeID}") == csiMockDriver+"/"+e.node.name
-	})
-	claim := `apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: csi}
-spec:
-  storageClassName: csi-mock
-  accessModes: [ReadWriteOnce]
-  resources: {requests: {storage: 10Mi}}
----
-`
-	if out, errOut, err := e.cp.kubectlStdin(claim+storagePod("user", "csi", "echo through-csi > /data/hello; sleep 3600"), "apply", "-f", "-"); err != nil {
-		t.Fatalf("apply: %v\n%s%s", err, out, errOut)
-	}
-	testkit.Eventually(t, 90*time.Second, "user Running", func() bool { return e.jsonpath("get", "pod", "user", "{.status.phase}") == "Running" })
-	pv := e.jsonpath("get", "pvc", "csi", "{.spec.volumeName}")
-	handle := e.jsonpath("get", "pv", pv, "{.spec.csi.volumeHandle}")
-	volDir := filepath.Join(e.dataDir, handle)
-	testkit.Eventually(t, 30*time.Second, "the pod's write in the volume's directory", func() bool {
-		b, err := os.ReadFile(filepath.Join(volDir, "hello"))
-		return err == nil && strings.TrimSpace(string(b)) == "through-csi"
-	})
+	pv, _, volDir := e.runClaimPod(t, "through-csi")
 	nodeLogs := func() string {
 		out, _, _ := e.cp.kubectl("-n", "csi-mock", "logs", "daemonset/csi-mock-node", "-c", "mock-driver")
 		return out

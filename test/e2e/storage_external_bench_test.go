@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -23,26 +21,7 @@ func BenchmarkExternalProvisionerClaim(b *testing.B) {
 	manifest := deployLocalPathProvisioner(b, cp, filepath.Join(b.TempDir(), "local-path-provisioner"))
 	ready := watchReady(b, cp.clientset())
 	for i := 0; i < b.N; i++ {
-		var took []time.Duration
-		for j := range claimRuns {
-			name := fmt.Sprintf("claim-%d-%d", i, j)
-			manifest := fmt.Sprintf(`apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: %s}
-spec:
-  storageClassName: local-path-external
-  accessModes: [ReadWriteOnce]
-  resources: {requests: {storage: 10Mi}}
----
-`, name) + strings.Replace(storagePod(name, name, "touch /data/x; sleep 3600"), "metadata:\n  name: "+name,
-				"metadata:\n  name: "+name+"\n  labels: {bench: startup}", 1) // what watchReady follows
-			start := time.Now()
-			if out, errOut, err := cp.kubectlStdin(manifest, "apply", "-f", "-"); err != nil {
-				b.Fatalf("apply: %v\n%s%s", err, out, errOut)
-			}
-			took = append(took, ready.wait(b, name).Sub(start))
-		}
-		sort.Slice(took, func(a, c int) bool { return took[a] < took[c] })
+		took := claimsToReady(b, cp, ready, i, "local-path-external")
 		b.ReportMetric(ms(took[len(took)/2]), "claim-to-ready-p50-ms")
 		b.ReportMetric(ms(took[(len(took)*9+9)/10-1]), "claim-to-ready-p90-ms") // nearest rank
 		b.ReportMetric(ms(took[len(took)-1]), "claim-to-ready-max-ms")

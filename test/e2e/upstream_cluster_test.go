@@ -275,7 +275,10 @@ func startUpstreamControlPlane(b testing.TB) *upstreamControlPlane {
 		"--service-account-key-file", pki.saPub, "--service-account-signing-key-file", pki.serviceAccountKey,
 		"--service-cluster-ip-range", "10.96.0.0/16", "--authorization-mode", "AlwaysAllow",
 		// 127.0.0.1 may not be written into the kubernetes Endpoints.
-		"--endpoint-reconciler-type", "none"))
+		"--endpoint-reconciler-type", "none",
+		// exec, attach and logs dial the node by its address in the
+		// test's namespace: nothing resolves the node's hostname.
+		"--kubelet-preferred-address-types", "InternalIP"))
 	u.procs = append(u.procs, apiserver)
 	apiserver.waitUp(b, 2*time.Minute, func() bool {
 		out, _, err := u.kubectl("get", "--raw", "/readyz")
