@@ -34,7 +34,7 @@ func (s *Server) serveCoreVersions(w http.ResponseWriter, r *http.Request) {
 // groups returns the served API groups (not the core group), sorted.
 func (s *Server) groups() []metav1.APIGroup {
 	versions := map[string][]string{}
-	for gv := range s.resources {
+	for gv := range s.table.snapshot().byGV {
 		if gv.Group != "" {
 			versions[gv.Group] = append(versions[gv.Group], gv.Version)
 		}
@@ -91,7 +91,7 @@ func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request, path 
 		writeJSON(w, http.StatusOK, metricsResourceList())
 		return
 	}
-	resources, ok := s.resources[gv]
+	resources, ok := s.table.snapshot().byGV[gv]
 	if !ok {
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, ""))
 		return

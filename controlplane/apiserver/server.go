@@ -90,8 +90,7 @@ type Server struct {
 	cfg       Config
 	store     storage.Store
 	log       *slog.Logger
-	resources map[schema.GroupVersion]map[string]*registry.Resource
-	byGR      map[schema.GroupResource]*registry.Resource
+	table     *resourceTable
 	admission *ownAdmission
 	watches   *watchCache
 	protobuf  runtime.Serializer
@@ -126,21 +125,11 @@ func New(cfg Config) (*Server, error) {
 		cfg.Log = slog.Default()
 	}
 	s := &Server{
-		cfg:       cfg,
-		store:     cfg.Store,
-		log:       cfg.Log.With("component", "apiserver"),
-		resources: map[schema.GroupVersion]map[string]*registry.Resource{},
-		byGR:      map[schema.GroupResource]*registry.Resource{},
-		watches:   newWatchCache(4096),
-	}
-	for _, r := range cfg.Resources {
-		if s.resources[r.GroupVersion] == nil {
-			s.resources[r.GroupVersion] = map[string]*registry.Resource{}
-		}
-		s.resources[r.GroupVersion][r.Name] = r
-		if r.Stored == nil {
-			s.byGR[schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Name}] = r
-		}
+		cfg:     cfg,
+		store:   cfg.Store,
+		log:     cfg.Log.With("component", "apiserver"),
+		table:   newResourceTable(cfg.Resources),
+		watches: newWatchCache(4096),
 	}
 	var err error
 	if s.protobuf, err = newProtobufSerializer(); err != nil {
@@ -170,7 +159,7 @@ func New(cfg Config) (*Server, error) {
 }
 
 func (s *Server) lookup(gv schema.GroupVersion, name string) *registry.Resource {
-	return s.resources[gv][name]
+	return s.table.snapshot().lookup(gv, name)
 }
 
 // OpenAPI returns the served OpenAPI documents, to which the owner of
@@ -180,7 +169,7 @@ func (s *Server) OpenAPI() *openapi.Set { return s.openAPI }
 // Resource returns the served resource for a group and plural name, in its
 // storage version (nil if none).
 func (s *Server) Resource(group, name string) *registry.Resource {
-	return s.byGR[schema.GroupResource{Group: group, Resource: name}]
+	return s.table.snapshot().byGR[schema.GroupResource{Group: group, Resource: name}]
 }
 
 // Run serves HTTPS on cfg.Address until ctx ends, then shuts down gracefully.
