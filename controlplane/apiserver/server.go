@@ -102,6 +102,8 @@ type Server struct {
 	podTransport http.RoundTripper
 	// openAPI is the served OpenAPI v2 and v3 documents.
 	openAPI *openapi.Set
+	// discovery answers /api and /apis in the aggregated form.
+	discovery *aggregatedDiscovery
 	// fields keeps managedFields and merges server-side apply, with
 	// openAPI's schemas.
 	fields *fieldManagers
@@ -147,6 +149,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics != nil {
 		documented = append(append([]*registry.Resource(nil), documented...), metricsNodes, metricsPods)
 	}
+	s.discovery = newAggregatedDiscovery(s.serveCoreVersions, s.serveGroups)
 	s.openAPI = openapi.NewSet()
 	openapi.AddBuiltins(s.openAPI, documented, cfg.Version.GitVersion)
 	s.fields = newFieldManagers(s.openAPI, documented)
@@ -386,9 +389,9 @@ func (s *Server) serveNonResource(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case p == "/api":
-		s.serveCoreVersions(w, r)
+		s.serveDiscoveryCore(w, r)
 	case p == "/apis":
-		s.serveGroups(w, r)
+		s.serveDiscoveryGroups(w, r)
 	case strings.HasPrefix(p, "/apis/") && strings.Count(p, "/") == 2:
 		s.serveGroup(w, r, strings.TrimPrefix(p, "/apis/"))
 	case p == "/api/v1" || (strings.HasPrefix(p, "/apis/") && strings.Count(p, "/") == 3):
