@@ -88,7 +88,7 @@ func (r *remoteAPIs) all() map[schema.GroupVersion]*remoteTarget {
 func (s *Server) SetRemoteAPI(gv schema.GroupVersion, api *RemoteAPI) error {
 	var target *remoteTarget
 	if api != nil {
-		rt, err := s.remoteTransport(api)
+		rt, err := NewRemoteTransport(s.cfg.FrontProxy, api)
 		if err != nil {
 			return fmt.Errorf("proxy to %s/%s for %s: %w", api.Namespace, api.Service, gv, err)
 		}
@@ -111,15 +111,16 @@ func (s *Server) SetRemoteAPI(gv schema.GroupVersion, api *RemoteAPI) error {
 	return nil
 }
 
-// remoteTransport is the TLS transport to api's server: the front-proxy
-// client certificate, the APIService's CA bundle and server name.
-func (s *Server) remoteTransport(api *RemoteAPI) (http.RoundTripper, error) {
-	if s.cfg.FrontProxy == nil {
+// NewRemoteTransport is the TLS transport to api's server: the
+// front-proxy client certificate, the APIService's CA bundle and server
+// name (SERVICE.NAMESPACE.svc).
+func NewRemoteTransport(frontProxy *tls.Certificate, api *RemoteAPI) (http.RoundTripper, error) {
+	if frontProxy == nil {
 		return nil, fmt.Errorf("no front-proxy client certificate configured")
 	}
 	cfg := &tls.Config{
 		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{*s.cfg.FrontProxy},
+		Certificates: []tls.Certificate{*frontProxy},
 		ServerName:   api.Service + "." + api.Namespace + ".svc",
 		// http/1.1 only: watches and upgrades pass through unchanged.
 		NextProtos: []string{"http/1.1"},
