@@ -9,6 +9,7 @@ import (
 
 	restful "github.com/emicklei/go-restful/v3"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apiextensionsopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -130,7 +131,7 @@ func (b *builtins) buildV2() (*spec.Swagger, error) {
 		CommonResponses:                map[int]spec.Response{401: {ResponseProps: spec.ResponseProps{Description: "Unauthorized"}}},
 		GetOperationIDAndTagsFromRoute: operationIDAndTags,
 		GetDefinitionName:              namer.GetDefinitionName,
-		GetDefinitions:                 generatedopenapi.GetOpenAPIDefinitions,
+		GetDefinitions:                 definitions,
 		SecurityDefinitions: &spec.SecurityDefinitions{"BearerToken": &spec.SecurityScheme{SecuritySchemeProps: spec.SecuritySchemeProps{
 			Type: "apiKey", Name: "authorization", In: "header", Description: "Bearer Token authentication"}}},
 		DefaultSecurity: []map[string][]string{{"BearerToken": {}}},
@@ -164,7 +165,7 @@ func (b *builtins) v3ConfigLocked() *common.OpenAPIV3Config {
 		CommonResponses:                map[int]*spec3.Response{401: {ResponseProps: spec3.ResponseProps{Description: "Unauthorized"}}},
 		GetOperationIDAndTagsFromRoute: operationIDAndTags,
 		GetDefinitionName:              namer.GetDefinitionName,
-		GetDefinitions:                 generatedopenapi.GetOpenAPIDefinitions,
+		GetDefinitions:                 definitions,
 		SecuritySchemes: spec3.SecuritySchemes{"BearerToken": &spec3.SecurityScheme{SecuritySchemeProps: spec3.SecuritySchemeProps{
 			Type: "apiKey", Name: "authorization", In: "header", Description: "Bearer Token authentication"}}},
 		DefaultSecurity: []map[string][]string{{"BearerToken": {}}},
@@ -265,4 +266,17 @@ func filterScopedGVKs(doc *spec3.OpenAPI, gv schema.GroupVersion) {
 		}
 		s.Extensions = ext
 	}
+}
+
+// definitions are upstream's generated definitions of kube-apiserver's
+// types and of apiextensions-apiserver's (CustomResourceDefinition), which
+// kube-apiserver serves from the same process.
+func definitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+	defs := generatedopenapi.GetOpenAPIDefinitions(ref)
+	for name, def := range apiextensionsopenapi.GetOpenAPIDefinitions(ref) {
+		if _, ok := defs[name]; !ok {
+			defs[name] = def
+		}
+	}
+	return defs
 }

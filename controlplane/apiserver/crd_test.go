@@ -1,0 +1,104 @@
+package apiserver
+
+import (
+	"context"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodelet/nodelet/controlplane/storage"
+)
+
+func testCRD(name string) *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.com",
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget"},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}},
+					},
+				}},
+			}},
+		},
+	}
+}
+
+// TestCRDStrategy checks upstream's strategy semantics for
+// CustomResourceDefinitions: status reset on create and kept on update,
+// storedVersions, generation, and upstream's validation (422).
+func TestCRDStrategy(t *testing.T) {
+	env := newTestEnv(t, storage.HubOptions{}, nil)
+	cs, err := apiextensionsclient.NewForConfig(env.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := cs.ApiextensionsV1().CustomResourceDefinitions()
+	ctx := context.Background()
+
+	in := testCRD("widgets.example.com")
+	in.Status.Conditions = []apiextensionsv1.CustomResourceDefinitionCondition{{Type: "Established", Status: "True"}}
+	got, err := crds.Create(ctx, in, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if len(got.Status.Conditions) != 0 || len(got.Status.StoredVersions) != 1 || got.Status.StoredVersions[0] != "v1" {
+		t.Errorf("status after create = %+v, want no conditions and storedVersions [v1]", got.Status)
+	}
+	if got.Generation != 1 {
+		t.Errorf("generation = %d, want 1", got.Generation)
+	}
+	if got.Spec.Conversion == nil || got.Spec.Conversion.Strategy != apiextensionsv1.NoneConverter {
+		t.Errorf("conversion = %+v, want the default None", got.Spec.Conversion)
+	}
+
+	got.Status.Conditions = []apiextensionsv1.CustomResourceDefinitionCondition{{Type: "Established", Status: "True", Reason: "InitialNamesAccepted", LastTransitionTime: metav1.Now()}}
+	got.Spec.Names.ShortNames = []string{"ignored"}
+	st, err := crds.UpdateStatus(ctx, got, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("update status: %v", err)
+	}
+	if len(st.Status.Conditions) != 1 || len(st.Spec.Names.ShortNames) != 0 || st.Generation != 1 {
+		t.Errorf("after status update: conditions %v, shortNames %v, generation %d", st.Status.Conditions, st.Spec.Names.ShortNames, st.Generation)
+	}
+
+	st.Spec.Names.ShortNames = []string{"wd"}
+	st.Status.Conditions = nil
+	up, err := crds.Update(ctx, st, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	if up.Generation != 2 || len(up.Status.Conditions) != 1 {
+		t.Errorf("after update: generation %d, conditions %v; want 2 and the status kept", up.Generation, up.Status.Conditions)
+	}
+
+	bad := testCRD("wrong.example.com")
+	_, err = crds.Create(ctx, bad, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("create with a name not plural.group: %v, want 422", err)
+	}
+	if want := `metadata.name: Invalid value: "wrong.example.com": must be spec.names.plural+"."+spec.group`; !containsCause(err, want) {
+		t.Errorf("error %v does not say %q", err, want)
+	}
+}
+
+func containsCause(err error, want string) bool {
+	st, ok := err.(apierrors.APIStatus)
+	if !ok || st.Status().Details == nil {
+		return false
+	}
+	for _, c := range st.Status().Details.Causes {
+		if c.Field+": "+c.Message == want {
+			return true
+		}
+	}
+	return false
+}
