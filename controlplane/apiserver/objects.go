@@ -104,6 +104,14 @@ func (c objectCodec) encode(res *registry.Resource, obj runtime.Object) ([]byte,
 	rv := m.GetResourceVersion()
 	m.SetResourceVersion("")
 	defer m.SetResourceVersion(rv)
+	if _, ok := obj.(runtime.Unstructured); ok {
+		// Custom resources have no protobuf: JSON, its keys sorted.
+		data, err := json.Marshal(obj)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s %q: %w", res.Kind, m.GetName(), err)
+		}
+		return data, nil
+	}
 	var buf bytes.Buffer
 	if err := c.proto.Encode(obj, &buf); err != nil {
 		return nil, fmt.Errorf("encode %T: %w", obj, err)

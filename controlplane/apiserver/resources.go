@@ -91,3 +91,9 @@ func (s *resourceSnapshot) lookup(gv schema.GroupVersion, name string) *registry
 func (s *Server) SetResources(owner string, rs []*registry.Resource) {
 	s.table.set(owner, rs)
 }
+
+// ForgetTypes drops what server-side apply made from gv's OpenAPI
+// document, for the owner of gv (CRDs) to call when it changes it.
+func (s *Server) ForgetTypes(gv schema.GroupVersion) {
+	s.fields.forget(docPath(gv))
+}

@@ -160,7 +160,7 @@ func (s *Server) parseWatch(r *http.Request, info requestInfo) (*watchParams, er
 			p.timeout = time.Duration(secs) * time.Second
 		}
 	}
-	if p.output, err = negotiate(r.Header.Get("Accept")); err != nil {
+	if p.output, err = negotiate(r.Header.Get("Accept"), isUnstructured(info.Resource)); err != nil {
 		return nil, err
 	}
 	if p.output == outYAML {

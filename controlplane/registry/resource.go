@@ -71,6 +71,12 @@ type Resource struct {
 	// create and bump it whenever the spec changes.
 	TrackGeneration bool
 
+	// DropUnknown, when set, removes from a decoded request body the fields
+	// the resource's schema does not declare and returns their paths
+	// (custom resources: upstream's pruning), which the handlers report as
+	// the request's fieldValidation says.
+	DropUnknown func(obj runtime.Object) []string
+
 	// Default fills in defaults the way upstream defaulting does.
 	Default func(obj runtime.Object)
 	// PrepareForCreate resets what a user may not set on create (usually status).
