@@ -36,6 +36,7 @@ import (
 	"github.com/nodelet/nodelet/controlplane/apiserver"
 	"github.com/nodelet/nodelet/controlplane/apivalidation"
 	"github.com/nodelet/nodelet/controlplane/authorization"
+	"github.com/nodelet/nodelet/controlplane/crds"
 	"github.com/nodelet/nodelet/controlplane/nodeclient"
 	"github.com/nodelet/nodelet/controlplane/nodemetrics"
 	"github.com/nodelet/nodelet/controlplane/pki"
@@ -237,6 +238,9 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The CRDs are served by a component of their own, made once the
+	// server exists; /readyz waits for it too.
+	var crdsReady func() error
 	srv, err := apiserver.New(apiserver.Config{
 		Store:            store,
 		Resources:        resources,
@@ -247,7 +251,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		TLS:              bundle.TLSConfig(),
 		Authn:            authn,
 		Authz:            acc.authz,
-		Ready:            acc.ready,
+		Ready:            func() error { return readyAll(acc.ready, crdsReady) },
 		ServiceCIDR:      c.cfg.ServiceCIDR,
 		AdvertiseAddress: advertise,
 		AdvertisePort:    c.cfg.SecurePort,
@@ -261,6 +265,11 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("api server: %w", err)
 	}
+	crdServer, err := crds.New(crds.Config{Client: loopback, Server: srv, Log: c.cfg.Log})
+	if err != nil {
+		return err
+	}
+	crdsReady = crdServer.Ready
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.cfg.BindAddress, strconv.Itoa(c.cfg.SecurePort)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -282,6 +291,8 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		acc.informers.Shutdown()
 		return nil
 	})
+	// Its informer retries until the server answers.
+	g.Go(func() error { return crdServer.Run(ctx) })
 	g.Go(func() error {
 		if err := acc.boot.Run(ctx); err != nil && ctx.Err() == nil {
 			return err
@@ -464,4 +475,18 @@ func (a *accessControl) ready() error {
 		return errors.New("the admission and authorization informers have not synced")
 	}
 	return errors.Join(a.authz.Synced(), a.boot.Done())
+}
+
+// readyAll is ready when every check is (nil checks are not made yet:
+// not ready).
+func readyAll(checks ...func() error) error {
+	for _, check := range checks {
+		if check == nil {
+			return errors.New("starting")
+		}
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
