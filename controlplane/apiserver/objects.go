@@ -76,6 +76,12 @@ func (c objectCodec) decode(res *registry.Resource, kv storage.KV) (runtime.Obje
 		obj = served
 	}
 	setTypeMeta(res, obj)
+	if _, ok := obj.(runtime.Unstructured); ok && res.Default != nil {
+		// A custom resource is pruned and defaulted as it is read, as
+		// upstream's storage decoder does: a default added to its schema
+		// later shows on objects stored before.
+		res.Default(obj)
+	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, err
