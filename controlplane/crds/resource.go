@@ -128,9 +128,13 @@ func versionResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensi
 		Row:              table.row,
 	}
 	if s.hasStatus {
-		r.Subresources = []string{"status"}
+		r.Subresources = append(r.Subresources, "status")
 		r.PrepareForStatusUpdate = s.prepareForStatusUpdate
 		r.ValidateStatusUpdate = s.validateStatusUpdate
+	}
+	if s.scale != nil {
+		r.Subresources = append(r.Subresources, "scale")
+		r.Scale = scaleAccess(s.scale)
 	}
 	if fieldsFn, err := selectableFields(v.SelectableFields); err != nil {
 		return nil, fmt.Errorf("selectable fields of %s %s: %w", crd.Name, v.Name, err)

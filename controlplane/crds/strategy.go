@@ -44,6 +44,7 @@ type strategy struct {
 	statusValidator apiservervalidation.SchemaValidator // nil without status subresource or schema
 	cel             *cel.Validator                      // nil without rules
 	hasStatus       bool
+	scale           *apiextensionsv1.CustomResourceSubresourceScale // nil without scale subresource
 }
 
 // newStrategy builds version's strategy from crd, as upstream's
@@ -54,6 +55,9 @@ func newStrategy(crd *apiextensionsv1.CustomResourceDefinition, version apiexten
 		namespaced:      crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
 		preserveUnknown: crd.Spec.PreserveUnknownFields,
 		hasStatus:       version.Subresources != nil && version.Subresources.Status != nil,
+	}
+	if version.Subresources != nil {
+		s.scale = version.Subresources.Scale
 	}
 	var props *apiextensions.JSONSchemaProps
 	if version.Schema != nil && version.Schema.OpenAPIV3Schema != nil {
@@ -192,6 +196,7 @@ func (s *strategy) validate(obj runtime.Object) field.ErrorList {
 	}
 	errs := s.validateMeta(ctx, u, nil)
 	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u.UnstructuredContent(), s.validator)...)
+	errs = append(errs, validateScale(u, s.scale, true)...)
 	errs = append(errs, schemaobjectmeta.Validate(ctx, nil, u.Object, s.structural, false)...)
 	errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, s.structural, u.Object)...)
 	return append(errs, s.validateCEL(ctx, errs, u, nil)...)
@@ -209,6 +214,7 @@ func (s *strategy) validateUpdate(obj, old runtime.Object) field.ErrorList {
 	errs := s.validateMeta(ctx, u, o)
 	errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(nil, u.UnstructuredContent(), o.UnstructuredContent(),
 		s.validator, apiservervalidation.WithRatcheting(correlated))...)
+	errs = append(errs, validateScale(u, s.scale, true)...)
 	errs = append(errs, schemaobjectmeta.Validate(ctx, nil, u.Object, s.structural, false)...)
 	if oldErrs := structurallisttype.ValidateListSetsAndMaps(nil, s.structural, o.Object); len(oldErrs) == 0 {
 		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, s.structural, u.Object)...)
@@ -232,6 +238,7 @@ func (s *strategy) validateStatusUpdate(obj, old runtime.Object) field.ErrorList
 		}
 		errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(field.NewPath("status"), status, o.Object["status"], s.statusValidator, opts...)...)
 	}
+	errs = append(errs, validateScale(u, s.scale, false)...)
 	if newErrs := structurallisttype.ValidateListSetsAndMaps(nil, s.structural, u.Object); len(newErrs) > 0 {
 		if oldErrs := structurallisttype.ValidateListSetsAndMaps(nil, s.structural, o.Object); len(oldErrs) == 0 {
 			errs = append(errs, newErrs...)

@@ -67,6 +67,11 @@ type Resource struct {
 	// Subresources served besides the main resource, e.g. "status", "scale", "binding".
 	Subresources []string
 
+	// Scale, when set, is how the scale subresource reads and writes this
+	// resource's objects (custom resources: the paths their CRD names);
+	// nil: ScaleOf and ApplyScale, for the built-in scalable kinds.
+	Scale *ScaleAccess
+
 	// TrackGeneration makes the handlers set metadata.generation to 1 on
 	// create and bump it whenever the spec changes.
 	TrackGeneration bool

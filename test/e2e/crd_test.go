@@ -15,7 +15,8 @@ import (
 // refused with upstream's messages; defaults applied and unknown fields
 // pruned; status written only through /status; kubectl explain and
 // server-side apply; a restart keeps the CRD and its instances; deleting
-// the CRD deletes its instances and stops serving it.
+// the CRD deletes its instances and stops serving it. Also the scale
+// subresource and defaults applied on read.
 func TestCustomResourceDefinitions(t *testing.T) {
 	dir, port := t.TempDir(), freePort(t)
 	cp := startControlPlane(t, dir, port)
@@ -69,6 +70,26 @@ func TestCustomResourceDefinitions(t *testing.T) {
 		t.Fatalf("status through /status only: %q", got)
 	}
 
+	// The scale subresource writes the CRD's spec replicas path.
+	cp.must("scale", "widget", "w1", "--replicas=3")
+	if got := cp.must("get", "--raw", "/apis/example.com/v1/namespaces/default/widgets/w1/scale"); !strings.Contains(got, `"spec":{"replicas":3}`) {
+		t.Fatalf("widgets/scale after kubectl scale: %s", got)
+	}
+	if got := cp.must("get", "widget", "w1", "-o", "jsonpath={.spec.replicas} {.metadata.generation}"); got != "3 2" {
+		t.Fatalf("replicas and generation after kubectl scale: %q", got)
+	}
+
+	// A default added to the schema later shows on objects stored before.
+	cp.must("patch", "crd", "widgets.example.com", "--type=json", "-p",
+		`[{"op":"add","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/note","value":{"type":"string","default":"hello"}}]`)
+	deadline := time.Now().Add(10 * time.Second)
+	for cp.must("get", "widget", "w1", "-o", "jsonpath={.spec.note}") != "hello" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new default is not applied on read")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
 	// kubectl explain reads the CRD's OpenAPI; server-side apply its types.
 	if out := cp.must("explain", "widgets.spec"); !strings.Contains(out, "color") || !strings.Contains(out, "enum: red, green, blue") {
 		t.Fatalf("kubectl explain:\n%s", out)
@@ -92,7 +113,7 @@ func TestCustomResourceDefinitions(t *testing.T) {
 
 	// Deleting the CRD deletes its instances, then it is no longer served.
 	cp.must("delete", "crd", "widgets.example.com", "--timeout=60s")
-	deadline := time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	for {
 		out, errOut, err := cp.kubectl("get", "--raw", "/apis/example.com/v1/namespaces/default/widgets")
 		if err != nil && strings.Contains(errOut, "NotFound") {
