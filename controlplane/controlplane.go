@@ -265,7 +265,8 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("api server: %w", err)
 	}
-	crdServer, err := crds.New(crds.Config{Client: loopback, Server: srv, Log: c.cfg.Log})
+	crdServer, err := crds.New(crds.Config{Client: loopback, Server: srv, Log: c.cfg.Log,
+		ServiceResolver: admissionplugins.ServiceResolver(acc.informers.Core().V1().Services().Lister())})
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 
 	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
 	listers "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
@@ -30,6 +31,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -53,7 +55,11 @@ type Config struct {
 	// Client reaches the API server as itself (the loopback identity).
 	Client *rest.Config
 	Server Server
-	Log    *slog.Logger
+	// ServiceResolver reaches conversion webhooks named by a Service (the
+	// admission webhooks' resolver); nil: upstream's default
+	// (<name>.<namespace>.svc).
+	ServiceResolver webhook.ServiceResolver
+	Log             *slog.Logger
 }
 
 // Component serves the CRDs. Build it with New, run it with Run.
@@ -65,6 +71,8 @@ type Component struct {
 	factory apiextensionsinformers.SharedInformerFactory
 	lister  listers.CustomResourceDefinitionLister
 	queue   workqueue.TypedRateLimitingInterface[string]
+	// converters make each CRD's converter (None or Webhook).
+	converters *conversion.CRConverterFactory
 
 	naming        *status.NamingConditionController
 	establishing  *establish.EstablishingController
@@ -96,12 +104,19 @@ func New(cfg Config) (*Component, error) {
 	if err != nil {
 		return nil, fmt.Errorf("crds: dynamic client: %w", err)
 	}
+	if cfg.ServiceResolver == nil {
+		cfg.ServiceResolver = webhook.NewDefaultServiceResolver()
+	}
+	converters, err := conversion.NewCRConverterFactory(cfg.ServiceResolver, nil)
+	if err != nil {
+		return nil, fmt.Errorf("crds: conversion: %w", err)
+	}
 	factory := apiextensionsinformers.NewSharedInformerFactory(client, 0)
 	crdInformer := factory.Apiextensions().V1().CustomResourceDefinitions()
 	crdClient := client.ApiextensionsV1()
 	c := &Component{
 		server: cfg.Server, log: cfg.Log.With("component", "crds"),
-		client: client, dynamic: dyn, factory: factory, lister: crdInformer.Lister(),
+		client: client, dynamic: dyn, factory: factory, lister: crdInformer.Lister(), converters: converters,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "crds"}),
 		naming:        status.NewNamingConditionController(klog.Background(), crdInformer, crdClient),
@@ -191,7 +206,7 @@ func (c *Component) sync(_ context.Context, name string) error {
 	var rs []*registry.Resource
 	if crd != nil && apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.NamesAccepted) {
 		terminating := apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating)
-		if rs, err = resources(crd, terminating); err != nil {
+		if rs, err = resources(crd, terminating, c.converters); err != nil {
 			// Upstream's handler answers such a CRD's requests with an
 			// error; here it is not served. Its status stays as is.
 			c.log.Error("CRD not served", "crd", name, "err", err)

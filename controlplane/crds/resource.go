@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,11 +22,12 @@ import (
 // resources returns the registry resources that serve crd: one per served
 // version, named by its accepted names. The storage version is stored as
 // itself; every other version is Stored as it and converted with the
-// CRD's conversion (None: only apiVersion changes). terminating stops
+// CRD's conversion (see converter). terminating stops
 // creates, as upstream refuses them while the CRD's instances are deleted.
-func resources(crd *apiextensionsv1.CustomResourceDefinition, terminating bool) ([]*registry.Resource, error) {
-	if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter && servedVersions(crd) > 1 {
-		return nil, fmt.Errorf("serve %s: webhook conversion is not supported", crd.Name)
+func resources(crd *apiextensionsv1.CustomResourceDefinition, terminating bool, converters *conversion.CRConverterFactory) ([]*registry.Resource, error) {
+	convert, err := converter(crd, converters)
+	if err != nil {
+		return nil, err
 	}
 	var storage *registry.Resource
 	var others []*registry.Resource
@@ -50,35 +52,42 @@ func resources(crd *apiextensionsv1.CustomResourceDefinition, terminating bool) 
 	var out []*registry.Resource
 	for _, r := range others {
 		if r != storage {
-			r.Stored, r.Convert = storage, convertNone
+			r.Stored, r.Convert = storage, convert
 		}
 		out = append(out, r)
 	}
 	return out, nil
 }
 
-func servedVersions(crd *apiextensionsv1.CustomResourceDefinition) int {
-	n := 0
-	for _, v := range crd.Spec.Versions {
-		if v.Served {
-			n++
+// converter returns the Convert of crd's versions: upstream's CR
+// converter (pkg/apiserver/conversion) for its strategy, None (the
+// apiVersion changes) or Webhook (a ConversionReview to the CRD's
+// webhook). It converts in into out's version (set by out's New).
+func converter(crd *apiextensionsv1.CustomResourceDefinition, converters *conversion.CRConverterFactory) (func(in, out runtime.Object) error, error) {
+	if crd.Spec.Conversion == nil {
+		crd = crd.DeepCopy()
+		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+	}
+	_, unsafe, err := converters.NewConverter(crd)
+	if err != nil {
+		return nil, fmt.Errorf("converter of %s: %w", crd.Name, err)
+	}
+	return func(in, out runtime.Object) error {
+		o, ok := out.(*unstructured.Unstructured)
+		if !ok {
+			return fmt.Errorf("convert %T to %T: custom resources are unstructured", in, out)
 		}
-	}
-	return n
-}
-
-// convertNone is the None conversion strategy: the same object under the
-// target's apiVersion (out's, set by its New).
-func convertNone(in, out runtime.Object) error {
-	u, ok := in.(*unstructured.Unstructured)
-	o, ok2 := out.(*unstructured.Unstructured)
-	if !ok || !ok2 {
-		return fmt.Errorf("convert %T to %T: custom resources are unstructured", in, out)
-	}
-	apiVersion := o.GetAPIVersion()
-	o.Object = runtime.DeepCopyJSON(u.Object)
-	o.SetAPIVersion(apiVersion)
-	return nil
+		converted, err := unsafe.ConvertToVersion(in.DeepCopyObject(), o.GroupVersionKind().GroupVersion())
+		if err != nil {
+			return fmt.Errorf("convert %s to %s: %w", in.GetObjectKind().GroupVersionKind(), o.GroupVersionKind().GroupVersion(), err)
+		}
+		u, ok := converted.(*unstructured.Unstructured)
+		if !ok {
+			return fmt.Errorf("convert to %s: got %T", o.GroupVersionKind().GroupVersion(), converted)
+		}
+		o.Object = u.Object
+		return nil
+	}, nil
 }
 
 func versionResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion, terminating bool) (*registry.Resource, error) {

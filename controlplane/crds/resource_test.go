@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -62,7 +63,11 @@ func widgetResources(t *testing.T, terminating bool) (v1, v1beta1 *registry.Reso
 		t.Fatal(err)
 	}
 	crd.Status.AcceptedNames = crd.Spec.Names
-	rs, err := resources(crd, terminating)
+	converters, err := conversion.NewCRConverterFactory(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := resources(crd, terminating, converters)
 	if err != nil {
 		t.Fatal(err)
 	}
