@@ -86,6 +86,10 @@ type Component struct {
 	mu sync.Mutex // serializes sync
 	// served are the group-versions each CRD's documents were put under.
 	served map[string][]schema.GroupVersion
+	// builtinDocs are the documents the server had before any CRD: a CRD
+	// of a built-in group-version never replaces them (built-ins win, as
+	// in the resource table).
+	builtinDocs map[string]bool
 }
 
 // New builds the component; nothing runs until Run.
@@ -125,6 +129,10 @@ func New(cfg Config) (*Component, error) {
 		nonStructural: nonstructuralschema.NewConditionController(crdInformer, crdClient),
 		approval:      apiapproval.NewKubernetesAPIApprovalPolicyConformantConditionController(crdInformer, crdClient),
 		served:        map[string][]schema.GroupVersion{},
+		builtinDocs:   map[string]bool{},
+	}
+	for _, p := range cfg.Server.OpenAPI().GroupVersions() {
+		c.builtinDocs[p] = true
 	}
 	enqueue := func(obj interface{}) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -246,6 +254,9 @@ func (c *Component) updateOpenAPI(name string, crd *apiextensionsv1.CustomResour
 	}
 	byGV := byGroupVersion(c.servedCRDs())
 	for gv := range touched {
+		if c.builtinDocs[gvPath(gv)] {
+			continue
+		}
 		if crds := byGV[gv]; len(crds) > 0 {
 			set.UpdateGroupVersion(gvPath(gv), v3Document(gv, crds))
 		} else {
