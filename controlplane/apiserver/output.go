@@ -67,9 +67,6 @@ func negotiate(accept string, noProtobuf bool) (outputKind, error) {
 			return outMetadata, nil
 		}
 	}
-	if noProtobuf {
-		return 0, notAcceptableForCustomResource()
-	}
 	return 0, &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
 		Message: "only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io",

@@ -35,15 +35,6 @@ func unstructuredMetadata(u *unstructured.Unstructured) metav1.ObjectMeta {
 	return om
 }
 
-// notAcceptableForCustomResource is upstream's answer to a request for a
-// custom resource that accepts only protobuf.
-func notAcceptableForCustomResource() error {
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
-		Message: "only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io",
-	}}
-}
-
 // unsupportedPatchForCustomResource is upstream's answer to a strategic
 // merge patch of a custom resource.
 func unsupportedPatchForCustomResource(patchType string) error {

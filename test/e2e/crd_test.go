@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 )
 
 // TestCustomResourceDefinitions runs a CRD's life through the real
@@ -68,6 +71,38 @@ func TestCustomResourceDefinitions(t *testing.T) {
 	cp.must("patch", "widget", "w2", "--subresource=status", "--type=merge", "-p", `{"status":{"phase":"Running"},"spec":{"size":9}}`)
 	if got := cp.must("get", "widget", "w2", "-o", "jsonpath={.status.phase} {.spec.size}"); got != "Running 2" {
 		t.Fatalf("status through /status only: %q", got)
+	}
+
+	// Custom resources have no protobuf: a protobuf-only client gets 406,
+	// kubectl's protobuf-then-JSON gets JSON; a strategic merge patch 415.
+	client, err := rest.HTTPClientFor(cp.restConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1URL := cp.restConfig().Host + "/apis/example.com/v1/namespaces/default/widgets/w1"
+	for _, c := range []struct {
+		method, accept, contentType, body string
+		code                              int
+	}{
+		{"GET", "application/vnd.kubernetes.protobuf", "", "", 406},
+		{"GET", "application/vnd.kubernetes.protobuf,application/json", "", "", 200},
+		{"PATCH", "", "application/strategic-merge-patch+json", `{"spec":{"size":4}}`, 415},
+	} {
+		req, _ := http.NewRequest(c.method, w1URL, strings.NewReader(c.body))
+		if c.accept != "" {
+			req.Header.Set("Accept", c.accept)
+		}
+		if c.contentType != "" {
+			req.Header.Set("Content-Type", c.contentType)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.code || (c.code == 200 && !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json")) {
+			t.Fatalf("%s %s (Accept %q, Content-Type %q): %d %s, want %d", c.method, w1URL, c.accept, c.contentType, resp.StatusCode, resp.Header.Get("Content-Type"), c.code)
+		}
 	}
 
 	// The scale subresource writes the CRD's spec replicas path.
