@@ -139,6 +139,26 @@ func TestCustomResourceDefinitions(t *testing.T) {
 		}
 	}
 
+	// Admission sees custom resources as they are (no internal type): a
+	// ValidatingAdmissionPolicy on widgets denies with upstream's message.
+	cp.mustStdin(smallWidgetsPolicy, "apply", "-f", "-")
+	big := "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: big\nspec:\n  size: 7\n"
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		_, errOut, err := cp.kubectlStdin(big, "create", "-f", "-")
+		if err != nil && strings.Contains(errOut, "ValidatingAdmissionPolicy 'small-widgets' with binding 'small-widgets' denied request: widgets must be small") {
+			break
+		}
+		if err == nil {
+			cp.must("delete", "widget", "big")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the policy does not deny a big widget: %v %s", err, errOut)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	cp.must("delete", "validatingadmissionpolicybinding", "small-widgets")
+
 	// A restart serves the CRD and its instances from its first ready moment.
 	cp.stop()
 	cp = startControlPlane(t, dir, port)
@@ -165,3 +185,20 @@ func TestCustomResourceDefinitions(t *testing.T) {
 		t.Fatalf("instances outlived their CRD: %v %q %s", err, out, errOut)
 	}
 }
+
+const smallWidgetsPolicy = `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: small-widgets}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: ["example.com"], apiVersions: ["v1"], operations: ["CREATE", "UPDATE"], resources: ["widgets"]}
+  validations:
+  - {expression: "object.spec.size < 5", message: "widgets must be small"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: small-widgets}
+spec: {policyName: small-widgets, validationActions: [Deny]}
+`
