@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -115,7 +116,9 @@ func New(cfg Config) (*Component, error) {
 	if err != nil {
 		return nil, fmt.Errorf("crds: conversion: %w", err)
 	}
-	factory := apiextensionsinformers.NewSharedInformerFactory(client, 0)
+	// Upstream's resync (apiextensions-apiserver's), which its
+	// controllers' handlers ask for.
+	factory := apiextensionsinformers.NewSharedInformerFactory(client, 5*time.Minute)
 	crdInformer := factory.Apiextensions().V1().CustomResourceDefinitions()
 	crdClient := client.ApiextensionsV1()
 	c := &Component{
