@@ -143,7 +143,17 @@ func New(cfg Config) (*Component, error) {
 		}
 	}
 	if _, err := crdInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, obj interface{}) { enqueue(obj) }, DeleteFunc: enqueue,
+		AddFunc: enqueue, DeleteFunc: enqueue,
+		UpdateFunc: func(old, obj interface{}) {
+			// A resync changes nothing: serving is rebuilt (CEL compiled,
+			// documents and apply's types dropped) only on a change.
+			o, ok1 := old.(*apiextensionsv1.CustomResourceDefinition)
+			n, ok2 := obj.(*apiextensionsv1.CustomResourceDefinition)
+			if ok1 && ok2 && o.ResourceVersion == n.ResourceVersion {
+				return
+			}
+			enqueue(obj)
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("crds: watch CRDs: %w", err)
 	}
