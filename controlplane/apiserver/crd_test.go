@@ -102,3 +102,30 @@ func containsCause(err error, want string) bool {
 	}
 	return false
 }
+
+// TestCRDWarnings checks upstream's CRD strategy warnings: an unknown
+// format, once.
+func TestCRDWarnings(t *testing.T) {
+	env := newTestEnv(t, storage.HubOptions{}, nil)
+	var warnings []string
+	cfg := *env.config
+	cfg.WarningHandler = warningCollector(func(msg string) { warnings = append(warnings, msg) })
+	cs, err := apiextensionsclient.NewForConfig(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := testCRD("widgets.example.com")
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	spec.Properties["id"] = apiextensionsv1.JSONSchemaProps{Type: "string", Format: "no-such-format"}
+	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
+	if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || warnings[0] != `unrecognized format "no-such-format"` {
+		t.Errorf("warnings = %q", warnings)
+	}
+}
+
+type warningCollector func(string)
+
+func (w warningCollector) HandleWarningHeader(_ int, _ string, msg string) { w(msg) }

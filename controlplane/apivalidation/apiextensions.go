@@ -3,14 +3,18 @@ package apivalidation
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/install"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
+	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
 // CRDs defaults and validates apiextensions.k8s.io/v1
@@ -91,4 +95,60 @@ func (c *CRDs) SpecChanged(crd, old *apiextensionsv1.CustomResourceDefinition) b
 		return !apiequality.Semantic.DeepEqual(crd.Spec, old.Spec)
 	}
 	return !apiequality.Semantic.DeepEqual(in.Spec, oldIn.Spec)
+}
+
+// Warnings are upstream's strategy warnings for a new CRD (old nil) or
+// an update: formats its schemas use that validation does not know, and
+// list-type set on lists of objects or lists, each only when new.
+func (c *CRDs) Warnings(crd, old *apiextensionsv1.CustomResourceDefinition) []string {
+	in, err := c.Internal(crd)
+	if err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	if old != nil {
+		if oldIn, err := c.Internal(old); err == nil {
+			for _, w := range schemaWarnings(&oldIn.Spec) {
+				seen[w] = true
+			}
+		}
+	}
+	var out []string
+	for _, w := range schemaWarnings(&in.Spec) {
+		if !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func schemaWarnings(crdSpec *apiextensions.CustomResourceDefinitionSpec) []string {
+	compat := environment.DefaultCompatibilityVersion()
+	var formats, sets []string
+	visit := func(s *apiextensions.JSONSchemaProps) bool {
+		if s.Format != "" {
+			props := &spec.Schema{SchemaProps: spec.SchemaProps{Format: s.Format, Type: []string{s.Type}}}
+			for _, f := range apiservervalidation.GetUnrecognizedFormats(props, compat) {
+				formats = append(formats, fmt.Sprintf("unrecognized format %q", f))
+			}
+		}
+		if s.XListType != nil && *s.XListType == "set" && s.Items != nil && s.Items.Schema != nil {
+			switch s.Items.Schema.Type {
+			case "object", "array":
+				sets = append(sets, fmt.Sprintf("x-kubernetes-list-type: set for items of type %q is not supported by server-side apply or CEL validation rules", s.Items.Schema.Type))
+			}
+		}
+		return false // every schema
+	}
+	if crdSpec.Validation != nil {
+		crdvalidation.SchemaHas(crdSpec.Validation.OpenAPIV3Schema, visit)
+	}
+	for _, v := range crdSpec.Versions {
+		if v.Schema != nil {
+			crdvalidation.SchemaHas(v.Schema.OpenAPIV3Schema, visit)
+		}
+	}
+	sort.Strings(sets)
+	return append(formats, sets...)
 }

@@ -53,6 +53,9 @@ func customResourceDefinitionResource(v *apivalidation.CRDs) *Resource {
 		ValidateUpdate:       func(obj, old runtime.Object) field.ErrorList { return v.ValidateUpdate(obj.(*crd), old.(*crd)) },
 		ValidateStatusUpdate: func(obj, old runtime.Object) field.ErrorList { return v.ValidateStatusUpdate(obj.(*crd), old.(*crd)) },
 
+		WarningsOnCreate: func(obj runtime.Object) []string { return v.Warnings(obj.(*crd), nil) },
+		WarningsOnUpdate: func(obj, old runtime.Object) []string { return v.Warnings(obj.(*crd), old.(*crd)) },
+
 		Columns: crdColumns(),
 		Row:     row(crdRow),
 	}

@@ -159,7 +159,8 @@ func TestWarningHooks(t *testing.T) {
 	warned := map[string]bool{"pods": true, "podtemplates": true, "replicationcontrollers": true, "services": true,
 		"persistentvolumeclaims": true, "deployments": true, "replicasets": true, "daemonsets": true,
 		"statefulsets": true, "jobs": true, "cronjobs": true, "resourcequotas": true,
-		"mutatingwebhookconfigurations": true, "validatingwebhookconfigurations": true, "runtimeclasses": true}
+		"mutatingwebhookconfigurations": true, "validatingwebhookconfigurations": true, "runtimeclasses": true,
+		"customresourcedefinitions": true}
 	for _, r := range All() {
 		if got := r.WarningsOnCreate != nil && r.WarningsOnUpdate != nil; got != warned[r.Name] {
 			t.Errorf("%s %s: warning hooks %v, want %v", r.GroupVersion, r.Name, got, warned[r.Name])
