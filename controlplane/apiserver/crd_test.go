@@ -3,12 +3,19 @@ package apiserver
 import (
 	"context"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 
+	"github.com/nodelet/nodelet/controlplane/registry"
 	"github.com/nodelet/nodelet/controlplane/storage"
 )
 
@@ -129,3 +136,65 @@ func TestCRDWarnings(t *testing.T) {
 type warningCollector func(string)
 
 func (w warningCollector) HandleWarningHeader(_ int, _ string, msg string) { w(msg) }
+
+// gadgets is a minimal custom resource: unstructured, no hooks.
+func gadgets() *registry.Resource {
+	gv := schema.GroupVersion{Group: "example.com", Version: "v1"}
+	return &registry.Resource{GroupVersion: gv, Name: "gadgets", Kind: "Gadget", ListKind: "GadgetList", Namespaced: true,
+		Verbs: []string{"create", "delete", "get", "list", "patch", "update", "watch"},
+		New: func() runtime.Object {
+			u := &unstructured.Unstructured{Object: map[string]interface{}{}}
+			u.SetGroupVersionKind(gv.WithKind("Gadget"))
+			return u
+		},
+		NewList: func() runtime.Object {
+			l := &unstructured.UnstructuredList{Object: map[string]interface{}{}}
+			l.SetGroupVersionKind(gv.WithKind("GadgetList"))
+			return l
+		}}
+}
+
+// TestCustomResourceWatchEndsWhenServedDifferently: a watch of a custom
+// resource ends when its owner serves it anew (its CRD changed) or not at
+// all, and goes on while other owners change the table.
+func TestCustomResourceWatchEndsWhenServedDifferently(t *testing.T) {
+	env := newTestEnv(t, storage.HubOptions{}, nil)
+	env.srv.SetResources("gadgets.example.com", []*registry.Resource{gadgets()})
+	dyn, err := dynamic.NewForConfig(env.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gadgets"}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w, err := dyn.Resource(gvr).Namespace("default").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	g := gadgets().New().(*unstructured.Unstructured)
+	g.SetName("g1")
+	if _, err := dyn.Resource(gvr).Namespace("default").Create(ctx, g, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-w.ResultChan(); ev.Type != watch.Added {
+		t.Fatalf("first event %v", ev.Type)
+	}
+	env.srv.SetResources("other.example.com", nil) // another owner: this watch goes on
+	g.SetName("g2")
+	if _, err := dyn.Resource(gvr).Namespace("default").Create(ctx, g, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-w.ResultChan(); ev.Type != watch.Added {
+		t.Fatalf("after another owner's change: event %v", ev.Type)
+	}
+	env.srv.SetResources("gadgets.example.com", []*registry.Resource{gadgets()})
+	select {
+	case ev, ok := <-w.ResultChan():
+		if ok {
+			t.Fatalf("watch went on after its resource was served anew: %v", ev.Type)
+		}
+	case <-ctx.Done():
+		t.Fatal("watch did not end")
+	}
+}

@@ -26,6 +26,8 @@ type resourceSnapshot struct {
 	byGV map[schema.GroupVersion]map[string]*registry.Resource
 	// byGR holds each resource in its storage version.
 	byGR map[schema.GroupResource]*registry.Resource
+	// replaced is closed when a newer snapshot takes this one's place.
+	replaced chan struct{}
 }
 
 func newResourceTable(builtin []*registry.Resource) *resourceTable {
@@ -55,8 +57,9 @@ func (t *resourceTable) set(owner string, rs []*registry.Resource) {
 // during construction).
 func (t *resourceTable) rebuild() {
 	s := &resourceSnapshot{
-		byGV: map[schema.GroupVersion]map[string]*registry.Resource{},
-		byGR: map[schema.GroupResource]*registry.Resource{},
+		byGV:     map[schema.GroupVersion]map[string]*registry.Resource{},
+		byGR:     map[schema.GroupResource]*registry.Resource{},
+		replaced: make(chan struct{}),
 	}
 	add := func(r *registry.Resource, builtin bool) {
 		if s.byGV[r.GroupVersion] == nil {
@@ -78,7 +81,9 @@ func (t *resourceTable) rebuild() {
 			add(r, false)
 		}
 	}
-	t.cur.Store(s)
+	if old := t.cur.Swap(s); old != nil {
+		close(old.replaced)
+	}
 }
 
 func (s *resourceSnapshot) lookup(gv schema.GroupVersion, name string) *registry.Resource {
