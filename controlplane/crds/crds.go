@@ -29,9 +29,11 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/controller/finalizer"
 	"k8s.io/apiextensions-apiserver/pkg/controller/nonstructuralschema"
 	"k8s.io/apiextensions-apiserver/pkg/controller/status"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -87,6 +89,11 @@ type Component struct {
 	mu sync.Mutex // serializes sync
 	// served are the group-versions each CRD's documents were put under.
 	served map[string][]schema.GroupVersion
+	// servedAs is what each served CRD was served from: a change of
+	// anything else (its conditions but Terminating) rebuilds nothing,
+	// as upstream's handler keeps a CRD's storage until its UID, spec or
+	// accepted names change.
+	servedAs map[string]servedFrom
 	// builtinDocs are the documents the server had before any CRD: a CRD
 	// of a built-in group-version never replaces them (built-ins win, as
 	// in the resource table).
@@ -132,6 +139,7 @@ func New(cfg Config) (*Component, error) {
 		nonStructural: nonstructuralschema.NewConditionController(crdInformer, crdClient),
 		approval:      apiapproval.NewKubernetesAPIApprovalPolicyConformantConditionController(crdInformer, crdClient),
 		served:        map[string][]schema.GroupVersion{},
+		servedAs:      map[string]servedFrom{},
 		builtinDocs:   map[string]bool{},
 	}
 	for _, p := range cfg.Server.OpenAPI().GroupVersions() {
@@ -226,22 +234,55 @@ func (c *Component) sync(_ context.Context, name string) error {
 	}
 	var rs []*registry.Resource
 	if crd != nil && apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.NamesAccepted) {
-		terminating := apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating)
-		if rs, err = resources(crd, terminating, c.converters); err != nil {
+		from := servedFromCRD(crd)
+		if prev, ok := c.servedAs[name]; ok && prev.equal(from) {
+			c.queueEstablishing(crd)
+			return nil
+		}
+		c.servedAs[name] = from
+		if rs, err = resources(crd, from.terminating, c.converters); err != nil {
 			// Upstream's handler answers such a CRD's requests with an
 			// error; here it is not served. Its status stays as is.
 			c.log.Error("CRD not served", "crd", name, "err", err)
 			rs = nil
 		}
 	}
+	if rs == nil {
+		delete(c.servedAs, name)
+	}
 	c.server.SetResources(name, rs)
 	c.updateOpenAPI(name, crd, rs != nil)
-	if rs != nil && !apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
-		// Served: upstream's handler hands it to the establishing
-		// controller at once when there is one API server.
-		c.establishing.QueueCRD(name, 0)
+	if rs != nil {
+		c.queueEstablishing(crd)
 	}
 	return nil
+}
+
+// queueEstablishing hands a served CRD that is not Established yet to
+// the establishing controller, at once as upstream's handler does when
+// there is one API server.
+func (c *Component) queueEstablishing(crd *apiextensionsv1.CustomResourceDefinition) {
+	if !apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
+		c.establishing.QueueCRD(crd.Name, 0)
+	}
+}
+
+// servedFrom is what of a CRD its served resources are built from.
+type servedFrom struct {
+	uid         types.UID
+	spec        *apiextensionsv1.CustomResourceDefinitionSpec
+	names       apiextensionsv1.CustomResourceDefinitionNames
+	terminating bool
+}
+
+func servedFromCRD(crd *apiextensionsv1.CustomResourceDefinition) servedFrom {
+	return servedFrom{uid: crd.UID, spec: crd.Spec.DeepCopy(), names: *crd.Status.AcceptedNames.DeepCopy(),
+		terminating: apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating)}
+}
+
+func (s servedFrom) equal(o servedFrom) bool {
+	return s.uid == o.uid && s.terminating == o.terminating &&
+		apiequality.Semantic.DeepEqual(s.spec, o.spec) && apiequality.Semantic.DeepEqual(s.names, o.names)
 }
 
 // updateOpenAPI rebuilds the documents of the group-versions name serves

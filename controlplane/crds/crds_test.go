@@ -17,14 +17,18 @@ import (
 )
 
 type fakeServer struct {
+	sets      int
 	set       *openapi.Set
 	resources map[string][]*registry.Resource
 	forgotten []schema.GroupVersion
 }
 
-func (f *fakeServer) SetResources(owner string, rs []*registry.Resource) { f.resources[owner] = rs }
-func (f *fakeServer) OpenAPI() *openapi.Set                              { return f.set }
-func (f *fakeServer) ForgetTypes(gv schema.GroupVersion)                 { f.forgotten = append(f.forgotten, gv) }
+func (f *fakeServer) SetResources(owner string, rs []*registry.Resource) {
+	f.sets++
+	f.resources[owner] = rs
+}
+func (f *fakeServer) OpenAPI() *openapi.Set              { return f.set }
+func (f *fakeServer) ForgetTypes(gv schema.GroupVersion) { f.forgotten = append(f.forgotten, gv) }
 
 // TestSyncServesAndForgets follows a CRD through sync: served with its
 // OpenAPI documents once its names are accepted, gone with them after.
@@ -48,7 +52,7 @@ func TestSyncServesAndForgets(t *testing.T) {
 	}
 	srv := &fakeServer{set: openapi.NewSet(), resources: map[string][]*registry.Resource{}}
 	c := &Component{server: srv, log: slog.Default(), lister: listers.NewCustomResourceDefinitionLister(indexer),
-		converters: converters, served: map[string][]schema.GroupVersion{}, builtinDocs: map[string]bool{}}
+		converters: converters, served: map[string][]schema.GroupVersion{}, servedAs: map[string]servedFrom{}, builtinDocs: map[string]bool{}}
 	ctx := context.Background()
 
 	if err := c.sync(ctx, crd.Name); err != nil {
@@ -66,6 +70,20 @@ func TestSyncServesAndForgets(t *testing.T) {
 	}
 	if len(srv.forgotten) != 2 {
 		t.Errorf("forgot %v, want both group-versions", srv.forgotten)
+	}
+
+	// A change of its status alone (here a condition) rebuilds nothing.
+	changed := crd.DeepCopy()
+	changed.ResourceVersion = "2"
+	changed.Status.Conditions[1].Message = "again"
+	if err := indexer.Update(changed); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.sync(ctx, crd.Name); err != nil {
+		t.Fatal(err)
+	}
+	if srv.sets != 1 {
+		t.Errorf("a status change served the CRD anew (%d sets)", srv.sets)
 	}
 
 	if err := indexer.Delete(crd); err != nil {
