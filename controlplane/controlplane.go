@@ -36,6 +36,7 @@ import (
 	"github.com/nodelet/nodelet/controlplane/apiserver"
 	"github.com/nodelet/nodelet/controlplane/apivalidation"
 	"github.com/nodelet/nodelet/controlplane/authorization"
+	"github.com/nodelet/nodelet/controlplane/crds"
 	"github.com/nodelet/nodelet/controlplane/nodeclient"
 	"github.com/nodelet/nodelet/controlplane/nodemetrics"
 	"github.com/nodelet/nodelet/controlplane/pki"
@@ -241,6 +242,9 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The CRDs are served by a component of their own, made once the
+	// server exists; /readyz waits for it too.
+	crdsReady := &crds.Readiness{}
 	srv, err := apiserver.New(apiserver.Config{
 		FrontProxy:       &agg.frontProxy.Client,
 		Endpoints:        agg.resolver,
@@ -253,7 +257,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		TLS:              bundle.TLSConfig(),
 		Authn:            authn,
 		Authz:            acc.authz,
-		Ready:            acc.ready,
+		Ready:            func() error { return readyAll(acc.ready, crdsReady.Check) },
 		ServiceCIDR:      c.cfg.ServiceCIDR,
 		AdvertiseAddress: advertise,
 		AdvertisePort:    c.cfg.SecurePort,
@@ -266,6 +270,11 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("api server: %w", err)
+	}
+	crdServer, err := crds.New(crds.Config{Client: loopback, Server: srv, Log: c.cfg.Log,
+		ServiceResolver: admissionplugins.ServiceResolver(acc.informers.Core().V1().Services().Lister()), Readiness: crdsReady})
+	if err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.cfg.BindAddress, strconv.Itoa(c.cfg.SecurePort)))
 	if err != nil {
@@ -288,6 +297,8 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		acc.informers.Shutdown()
 		return nil
 	})
+	// Its informer retries until the server answers.
+	g.Go(func() error { return crdServer.Run(ctx) })
 	g.Go(func() error {
 		if err := acc.boot.Run(ctx); err != nil && ctx.Err() == nil {
 			return err
@@ -476,4 +487,18 @@ func (a *accessControl) ready() error {
 		return errors.New("the admission and authorization informers have not synced")
 	}
 	return errors.Join(a.authz.Synced(), a.boot.Done())
+}
+
+// readyAll is ready when every check is (nil checks are not made yet:
+// not ready).
+func readyAll(checks ...func() error) error {
+	for _, check := range checks {
+		if check == nil {
+			return errors.New("starting")
+		}
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

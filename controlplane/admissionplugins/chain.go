@@ -278,6 +278,11 @@ func (c *Chain) toInternal(a admission.Attributes, o runtime.Object) (runtime.Ob
 	if o == nil {
 		return nil, nil
 	}
+	// A scheme takes an unstructured object's kind as declared, so custom
+	// resources must be told apart before it is asked.
+	if _, ok := o.(runtime.Unstructured); ok {
+		return o, nil
+	}
 	if _, _, err := c.v.Scheme().ObjectKinds(o); err != nil {
 		return o, nil
 	}

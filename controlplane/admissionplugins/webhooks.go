@@ -12,6 +12,7 @@ import (
 	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	mutatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	validatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
+	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/informers"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 )
@@ -70,4 +71,11 @@ func configuredReaches(f informers.SharedInformerFactory) map[string]func(admiss
 			return err != nil || len(l) > 0
 		},
 	}
+}
+
+// ServiceResolver is the resolver the webhook plugins use (a Service's
+// cluster IP), for other webhook callers of the control plane (CRD
+// conversion webhooks).
+func ServiceResolver(services corev1listers.ServiceLister) webhook.ServiceResolver {
+	return clusterIPResolver{services: services}
 }

@@ -119,6 +119,9 @@ func (s *Server) decodeBody(r *http.Request, obj runtime.Object, directive strin
 	}
 	ct := r.Header.Get("Content-Type")
 	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == protobufType {
+		if _, ok := obj.(runtime.Unstructured); ok {
+			return nil, unsupportedMediaType(ct)
+		}
 		if _, _, err := s.protobuf.Decode(body, nil, obj); err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("decode protobuf request body: %v", err))
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -170,6 +171,9 @@ func markForDeletion(res *registry.Resource, obj runtime.Object, opts *metav1.De
 		}
 		ns.Status.Phase = corev1.NamespaceTerminating
 		return len(ns.Spec.Finalizers) > 0 || len(ns.Finalizers) > 0
+	}
+	if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+		markCRDForDeletion(crd)
 	}
 	if len(m.GetFinalizers()) == 0 {
 		return false

@@ -115,7 +115,12 @@ func (f *fieldManagers) converterLocked(docs string) (managedfields.TypeConverte
 func (f *fieldManagers) forResource(res *registry.Resource, sub string) (*managedfields.FieldManager, error) {
 	types := objectTypes{kinds: []kindType{{res.GroupVersionKind(), res.New}}, defaults: res.Default}
 	docs := []string{docPath(res.GroupVersion)}
-	if other := f.otherVersion[res]; other != nil {
+	other := f.otherVersion[res]
+	if other == nil && res.Stored != nil && res.Convert != nil {
+		// A version of a custom resource that is not the storage one.
+		other = res.Stored
+	}
+	if other != nil {
 		types.kinds = append(types.kinds, kindType{other.GroupVersionKind(), other.New})
 		types.convert = res.Convert
 		if res.Convert == nil {
@@ -268,6 +273,20 @@ func (t objectTypes) ConvertToVersion(in runtime.Object, target runtime.GroupVer
 
 func (t objectTypes) as(in runtime.Object, k kindType) (runtime.Object, error) {
 	if u, ok := in.(*unstructured.Unstructured); ok {
+		if out, ok := k.new().(*unstructured.Unstructured); ok {
+			// A custom resource: unstructured in every version.
+			if u.GroupVersionKind() == k.gvk {
+				return u.DeepCopy(), nil
+			}
+			if t.convert == nil {
+				return nil, runtime.NewNotRegisteredErrForKind("nodelet", k.gvk)
+			}
+			out.SetGroupVersionKind(k.gvk)
+			if err := t.convert(u, out); err != nil {
+				return nil, err
+			}
+			return out, nil
+		}
 		from, ok := t.kind(u.GroupVersionKind())
 		if !ok {
 			return nil, runtime.NewNotRegisteredErrForKind("nodelet", u.GroupVersionKind())

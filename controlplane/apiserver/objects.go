@@ -76,6 +76,12 @@ func (c objectCodec) decode(res *registry.Resource, kv storage.KV) (runtime.Obje
 		obj = served
 	}
 	setTypeMeta(res, obj)
+	if _, ok := obj.(runtime.Unstructured); ok && res.Default != nil {
+		// A custom resource is pruned and defaulted as it is read, as
+		// upstream's storage decoder does: a default added to its schema
+		// later shows on objects stored before.
+		res.Default(obj)
+	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, err
@@ -104,6 +110,14 @@ func (c objectCodec) encode(res *registry.Resource, obj runtime.Object) ([]byte,
 	rv := m.GetResourceVersion()
 	m.SetResourceVersion("")
 	defer m.SetResourceVersion(rv)
+	if _, ok := obj.(runtime.Unstructured); ok {
+		// Custom resources have no protobuf: JSON, its keys sorted.
+		data, err := json.Marshal(obj)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s %q: %w", res.Kind, m.GetName(), err)
+		}
+		return data, nil
+	}
 	var buf bytes.Buffer
 	if err := c.proto.Encode(obj, &buf); err != nil {
 		return nil, fmt.Errorf("encode %T: %w", obj, err)

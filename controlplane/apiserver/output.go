@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
@@ -30,7 +31,8 @@ const (
 )
 
 // negotiate picks the first acceptable media type of the Accept header.
-func negotiate(accept string) (outputKind, error) {
+// Protobuf is skipped for custom resources (noProtobuf), which have none.
+func negotiate(accept string, noProtobuf bool) (outputKind, error) {
 	if strings.TrimSpace(accept) == "" {
 		return outJSON, nil
 	}
@@ -42,7 +44,7 @@ func negotiate(accept string) (outputKind, error) {
 		switch mt {
 		case "application/json", "*/*", "application/*":
 		case protobufType:
-			if params["as"] == "" {
+			if params["as"] == "" && !noProtobuf {
 				return outProtobuf, nil
 			}
 			continue
@@ -74,7 +76,7 @@ func negotiate(accept string) (outputKind, error) {
 // writeObject writes obj (an object of res or a list of them) in the form
 // the client negotiated.
 func (s *Server) writeObject(w http.ResponseWriter, r *http.Request, code int, res *registry.Resource, obj runtime.Object) error {
-	kind, err := negotiate(r.Header.Get("Accept"))
+	kind, err := negotiate(r.Header.Get("Accept"), isUnstructured(res))
 	if err != nil {
 		return err
 	}
@@ -189,7 +191,9 @@ func rowObject(res *registry.Resource, obj runtime.Object, includeObject string)
 
 func partialMetadata(obj runtime.Object) *metav1.PartialObjectMetadata {
 	om := metav1.ObjectMeta{}
-	if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		om = unstructuredMetadata(u)
+	} else if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
 		if o, ok := a.GetObjectMeta().(*metav1.ObjectMeta); ok {
 			om = *o
 		}

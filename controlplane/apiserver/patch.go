@@ -126,6 +126,9 @@ func (s *Server) servePatch(w http.ResponseWriter, r *http.Request, info request
 	if err != nil {
 		return err
 	}
+	if patchType == string(types.StrategicMergePatchType) && isUnstructured(res) {
+		return unsupportedPatchForCustomResource(patchType)
+	}
 	if isApply(patchType) {
 		return s.serveApply(w, r, info, applyRequest{patchType: patchType, patch: patch, opts: opts, force: force, directive: directive})
 	}
@@ -146,6 +149,9 @@ func (s *Server) servePatch(w http.ResponseWriter, r *http.Request, info request
 		}
 		addWarnings(w, warnings)
 		if err := checkKind(obj, res); err != nil {
+			return nil, err
+		}
+		if err := dropUnknownFields(w, res, obj, directive); err != nil {
 			return nil, err
 		}
 		m := accessor(obj)

@@ -114,3 +114,9 @@ func (s *Server) LocalGroupVersions() ([]schema.GroupVersion, <-chan struct{}) {
 	slices.SortFunc(gvs, func(a, b schema.GroupVersion) int { return strings.Compare(a.String(), b.String()) })
 	return gvs, snap.replaced
 }
+
+// ForgetTypes drops what server-side apply made from gv's OpenAPI
+// document, for the owner of gv (CRDs) to call when it changes it.
+func (s *Server) ForgetTypes(gv schema.GroupVersion) {
+	s.fields.forget(docPath(gv))
+}

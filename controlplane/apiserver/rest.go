@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,7 +86,9 @@ func (s *Server) serveVerb(w http.ResponseWriter, r *http.Request, info requestI
 	case "watch":
 		return s.serveWatch(w, r, info)
 	case "create":
-		if info.Subresource != "" || info.Name != "" {
+		// A resource may stop taking creates while it is served (a
+		// terminating CustomResourceDefinition's), as upstream's handler.
+		if info.Subresource != "" || info.Name != "" || !slices.Contains(info.Resource.Verbs, "create") {
 			return apierrors.NewMethodNotSupported(groupResource(info.Resource), "create")
 		}
 		return s.serveCreate(w, r, info)
@@ -121,6 +124,9 @@ func (s *Server) decodeObject(w http.ResponseWriter, r *http.Request, res *regis
 		return nil, err
 	}
 	setTypeMeta(res, obj)
+	if err := dropUnknownFields(w, res, obj, directive); err != nil {
+		return nil, err
+	}
 	return obj, nil
 }
 

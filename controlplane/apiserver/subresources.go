@@ -30,7 +30,7 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, info request
 		if err != nil {
 			return err
 		}
-		sc, err := registry.ScaleOf(obj)
+		sc, err := registry.ScaleOfResource(res, obj)
 		if err != nil {
 			return err
 		}
@@ -78,7 +78,7 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, info request
 		opts.ownFields = true
 	}
 	out, err := s.update(r.Context(), res, info.Namespace, info.Name, "", opts, func(cur runtime.Object) (runtime.Object, error) {
-		sc, err := registry.ScaleOf(cur)
+		sc, err := registry.ScaleOfResource(res, cur)
 		if err != nil {
 			return nil, err
 		}
@@ -86,7 +86,7 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, info request
 		var fields *managedfields.ScaleHandler
 		if opts.ownFields {
 			fields = managedfields.NewScaleHandler(accessor(cur).GetManagedFields(), res.GroupVersion,
-				managedfields.ResourcePathMappings{res.GroupVersion.String(): replicasPath})
+				managedfields.ResourcePathMappings{res.GroupVersion.String(): replicasPathOf(res)})
 			if sc.ManagedFields, err = fields.ToSubresource(); err != nil {
 				sc.ManagedFields = nil
 			}
@@ -128,7 +128,7 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, info request
 			}
 			accessor(cur).SetManagedFields(parent)
 		}
-		if err := registry.ApplyScale(cur, want); err != nil {
+		if err := registry.ApplyScaleOfResource(res, cur, want); err != nil {
 			return nil, err
 		}
 		// The scale's resourceVersion, when given, is the precondition.
@@ -138,7 +138,7 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, info request
 	if err != nil {
 		return err
 	}
-	sc, err := registry.ScaleOf(out)
+	sc, err := registry.ScaleOfResource(res, out)
 	if err != nil {
 		return err
 	}
@@ -146,8 +146,20 @@ func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, info request
 	return nil
 }
 
-// replicasPath is where every scalable kind keeps its replicas.
+// replicasPath is where every built-in scalable kind keeps its replicas.
 var replicasPath = fieldpath.MakePathOrDie("spec", "replicas")
+
+// replicasPathOf is where res keeps its replicas.
+func replicasPathOf(res *registry.Resource) fieldpath.Path {
+	if res.Scale == nil {
+		return replicasPath
+	}
+	p := fieldpath.Path{}
+	for _, name := range res.Scale.ReplicasPath {
+		p = append(p, fieldpath.PathElement{FieldName: &name})
+	}
+	return p
+}
 
 func patchScale(sc *autoscalingv1.Scale, patchType string, patch []byte) (*autoscalingv1.Scale, error) {
 	cur, err := json.Marshal(sc)

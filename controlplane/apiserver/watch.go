@@ -160,7 +160,7 @@ func (s *Server) parseWatch(r *http.Request, info requestInfo) (*watchParams, er
 			p.timeout = time.Duration(secs) * time.Second
 		}
 	}
-	if p.output, err = negotiate(r.Header.Get("Accept")); err != nil {
+	if p.output, err = negotiate(r.Header.Get("Accept"), isUnstructured(info.Resource)); err != nil {
 		return nil, err
 	}
 	if p.output == outYAML {
@@ -242,10 +242,19 @@ func (ws *watchStream) loop(ctx context.Context, watcher storage.Watcher) {
 		defer t.Stop()
 		tick = t.C
 	}
+	// A watch of a resource that stops being served as it was (its CRD
+	// changed or went) ends, as upstream ends the watches of a CRD's old
+	// storage: the client watches again from its last resourceVersion.
+	snap := ws.s.table.snapshot()
 	for !ws.failed {
+		if snap.lookup(ws.res.GroupVersion, ws.res.Name) != ws.res {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
+		case <-snap.replaced:
+			snap = ws.s.table.snapshot()
 		case <-tick:
 			ws.writeBookmark(false)
 			ws.flush()

@@ -9,6 +9,7 @@ import (
 
 	restful "github.com/emicklei/go-restful/v3"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apiextensionsopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -145,19 +146,6 @@ func (b *builtins) buildV2() (*spec.Swagger, error) {
 	return doc, nil
 }
 
-// definitions are the generated definitions of k8s.io/kubernetes (the
-// k8s.io/api kinds) and of kube-aggregator (APIService), as
-// kube-apiserver's aggregator serves both.
-func definitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
-	defs := generatedopenapi.GetOpenAPIDefinitions(ref)
-	for name, def := range aggregatoropenapi.GetOpenAPIDefinitions(ref) {
-		if _, ok := defs[name]; !ok {
-			defs[name] = def
-		}
-	}
-	return defs
-}
-
 // returnMemorySoon gives the OS back, once the documents are serialized,
 // what building them took: about 20 MB of garbage per document (the
 // definitions, the schema graph, the JSON), which the runtime would
@@ -279,4 +267,22 @@ func filterScopedGVKs(doc *spec3.OpenAPI, gv schema.GroupVersion) {
 		}
 		s.Extensions = ext
 	}
+}
+
+// definitions are upstream's generated definitions of kube-apiserver's
+// types, of apiextensions-apiserver's (CustomResourceDefinition) and of
+// kube-aggregator's (APIService), which kube-apiserver serves from the
+// same process.
+func definitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+	defs := generatedopenapi.GetOpenAPIDefinitions(ref)
+	for _, more := range []func(common.ReferenceCallback) map[string]common.OpenAPIDefinition{
+		apiextensionsopenapi.GetOpenAPIDefinitions, aggregatoropenapi.GetOpenAPIDefinitions,
+	} {
+		for name, def := range more(ref) {
+			if _, ok := defs[name]; !ok {
+				defs[name] = def
+			}
+		}
+	}
+	return defs
 }

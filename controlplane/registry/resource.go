@@ -67,9 +67,20 @@ type Resource struct {
 	// Subresources served besides the main resource, e.g. "status", "scale", "binding".
 	Subresources []string
 
+	// Scale, when set, is how the scale subresource reads and writes this
+	// resource's objects (custom resources: the paths their CRD names);
+	// nil: ScaleOf and ApplyScale, for the built-in scalable kinds.
+	Scale *ScaleAccess
+
 	// TrackGeneration makes the handlers set metadata.generation to 1 on
 	// create and bump it whenever the spec changes.
 	TrackGeneration bool
+
+	// DropUnknown, when set, removes from a decoded request body the fields
+	// the resource's schema does not declare and returns their paths
+	// (custom resources: upstream's pruning), which the handlers report as
+	// the request's fieldValidation says.
+	DropUnknown func(obj runtime.Object) []string
 
 	// Default fills in defaults the way upstream defaulting does.
 	Default func(obj runtime.Object)

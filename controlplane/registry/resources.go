@@ -65,6 +65,9 @@ func AllWith(v *apivalidation.Validator) []*Resource {
 			useUpstream(r, v)
 		}
 	}
+	// CustomResourceDefinitions have upstream's hooks of their own
+	// (apiextensions has a scheme apart from v's).
+	resources = append(resources, customResourceDefinitionResource(apivalidation.NewCRDs()))
 	return resources
 }
 

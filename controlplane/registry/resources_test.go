@@ -63,6 +63,7 @@ func TestAllResources(t *testing.T) {
 		{"validatingadmissionpolicybindings", "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", false, nil, nil, true, false, true},
 		{"validatingwebhookconfigurations", "admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", false, nil, nil, true, false, true},
 		{"apiservices", "apiregistration.k8s.io/v1", "APIService", false, nil, []string{"status"}, true, false, false},
+		{"customresourcedefinitions", "apiextensions.k8s.io/v1", "CustomResourceDefinition", false, []string{"crd", "crds"}, []string{"status"}, true, false, true},
 	}
 	stored := 0
 	for _, r := range All() {
@@ -159,7 +160,8 @@ func TestWarningHooks(t *testing.T) {
 	warned := map[string]bool{"pods": true, "podtemplates": true, "replicationcontrollers": true, "services": true,
 		"persistentvolumeclaims": true, "deployments": true, "replicasets": true, "daemonsets": true,
 		"statefulsets": true, "jobs": true, "cronjobs": true, "resourcequotas": true,
-		"mutatingwebhookconfigurations": true, "validatingwebhookconfigurations": true, "runtimeclasses": true}
+		"mutatingwebhookconfigurations": true, "validatingwebhookconfigurations": true, "runtimeclasses": true,
+		"customresourcedefinitions": true}
 	for _, r := range All() {
 		if got := r.WarningsOnCreate != nil && r.WarningsOnUpdate != nil; got != warned[r.Name] {
 			t.Errorf("%s %s: warning hooks %v, want %v", r.GroupVersion, r.Name, got, warned[r.Name])

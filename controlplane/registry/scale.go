@@ -84,3 +84,29 @@ func ApplyScale(obj runtime.Object, scale *autoscalingv1.Scale) error {
 	}
 	return nil
 }
+
+// ScaleAccess reads and writes the scale of a resource's objects.
+type ScaleAccess struct {
+	// Of returns obj's scale (autoscaling/v1 Scale).
+	Of func(obj runtime.Object) (*autoscalingv1.Scale, error)
+	// Apply sets obj's replicas from scale.
+	Apply func(obj runtime.Object, scale *autoscalingv1.Scale) error
+	// ReplicasPath is where obj keeps its replicas, for the managed fields.
+	ReplicasPath []string
+}
+
+// ScaleOfResource is res's Scale.Of, or ScaleOf.
+func ScaleOfResource(res *Resource, obj runtime.Object) (*autoscalingv1.Scale, error) {
+	if res.Scale != nil {
+		return res.Scale.Of(obj)
+	}
+	return ScaleOf(obj)
+}
+
+// ApplyScaleOfResource is res's Scale.Apply, or ApplyScale.
+func ApplyScaleOfResource(res *Resource, obj runtime.Object, scale *autoscalingv1.Scale) error {
+	if res.Scale != nil {
+		return res.Scale.Apply(obj, scale)
+	}
+	return ApplyScale(obj, scale)
+}
