@@ -21,7 +21,19 @@ func (a *Agent) apiServer(w *wired, stats nodeapi.Stats) (*nodeapi.Server, error
 	if err != nil {
 		return nil, err
 	}
-	cas, err := a.clientCAs()
+	caPEM, err := a.clientCAs()
+	if err != nil {
+		return nil, err
+	}
+	cas := x509.NewCertPool()
+	if !cas.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("nodelet: client CA holds no PEM certificate")
+	}
+	// Callers are authenticated and authorized as upstream's kubelet
+	// does: client certificates, then (with webhook authentication)
+	// bearer tokens the API server reviews; then (Webhook authorization)
+	// the API server's SubjectAccessReview.
+	authn, authz, err := nodeapi.Delegated(a.cfg.Access, a.client, cas)
 	if err != nil {
 		return nil, err
 	}
@@ -31,10 +43,8 @@ func (a *Agent) apiServer(w *wired, stats nodeapi.Stats) (*nodeapi.Server, error
 		Pods:    func() []*corev1.Pod { return informerPods(w) },
 		Runtime: w.rt, Stats: stats, LogRoot: a.cfg.LogRoot,
 		Metrics: a.metrics.Handler(), ProbeMetrics: a.metrics.ProbesHandler(),
-		// Callers are authenticated and authorized by the API server, as
-		// upstream's kubelet with webhook authentication and authorization.
-		Reviewer: nodeapi.NewDelegatedReviewer(a.client, a.cfg.NodeName),
-		Log:      a.log,
+		NodeName: a.cfg.NodeName, Authenticator: authn, Authorizer: authz,
+		Log: a.log,
 	})
 }
 
@@ -48,10 +58,10 @@ func informerPods(w *wired) []*corev1.Pod {
 	return out
 }
 
-// clientCAs are the CAs callers' certificates must chain to:
+// clientCAs are the CAs (PEM) callers' certificates must chain to:
 // --client-ca-file, else the CA the kubeconfig trusts for the API server
 // (the cluster CA).
-func (a *Agent) clientCAs() (*x509.CertPool, error) {
+func (a *Agent) clientCAs() ([]byte, error) {
 	var data []byte
 	var err error
 	switch {
@@ -67,11 +77,7 @@ func (a *Agent) clientCAs() (*x509.CertPool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: read client CA: %w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(data) {
-		return nil, errors.New("nodelet: client CA holds no PEM certificate")
-	}
-	return pool, nil
+	return data, nil
 }
 
 // servingCert loads --tls-cert-file and --tls-private-key-file. Without
