@@ -237,7 +237,13 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	agg, err := newAggregation(bundle, loopbackCS)
+	if err != nil {
+		return err
+	}
 	srv, err := apiserver.New(apiserver.Config{
+		FrontProxy:       &agg.frontProxy.Client,
+		Endpoints:        agg.resolver,
 		Store:            store,
 		Resources:        resources,
 		Tokens:           tokens,
@@ -285,6 +291,12 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	g.Go(func() error {
 		if err := acc.boot.Run(ctx); err != nil && ctx.Err() == nil {
 			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := agg.run(ctx, c, srv, bundle, loopback, loopbackCS); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("aggregator: %w", err)
 		}
 		return nil
 	})

@@ -31,16 +31,31 @@ func (s *Server) serveCoreVersions(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// servedGroupVersions is every group-version served: the resource
+// table's, the built-in metrics API, and those of extension servers
+// (which win over a local one of the same name, as a non-local
+// APIService does upstream). The value says which are remote.
+func (s *Server) servedGroupVersions(snap *resourceSnapshot) map[schema.GroupVersion]bool {
+	gvs := map[schema.GroupVersion]bool{}
+	for gv := range snap.byGV {
+		gvs[gv] = false
+	}
+	if s.cfg.Metrics != nil {
+		gvs[metricsGV] = false
+	}
+	for gv := range s.remote.all() {
+		gvs[gv] = true
+	}
+	return gvs
+}
+
 // groups returns the served API groups (not the core group), sorted.
 func (s *Server) groups() []metav1.APIGroup {
 	versions := map[string][]string{}
-	for gv := range s.table.snapshot().byGV {
+	for gv := range s.servedGroupVersions(s.table.snapshot()) {
 		if gv.Group != "" {
 			versions[gv.Group] = append(versions[gv.Group], gv.Version)
 		}
-	}
-	if s.cfg.Metrics != nil {
-		versions[metricsGV.Group] = append(versions[metricsGV.Group], metricsGV.Version)
 	}
 	names := make([]string, 0, len(versions))
 	for g := range versions {

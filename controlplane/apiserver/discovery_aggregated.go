@@ -20,8 +20,11 @@ import (
 // legacy documents. The managers' content is rebuilt from the resource
 // table whenever the table has changed since the last request.
 type aggregatedDiscovery struct {
-	mu   sync.Mutex
-	seen *resourceSnapshot // the snapshot the managers were filled from
+	mu sync.Mutex
+	// seen and seenRemote are the resource snapshot and the count of
+	// remote changes the managers were filled from.
+	seen       *resourceSnapshot
+	seenRemote int64
 
 	core, apis               aggregated.ResourceManager
 	coreHandler, apisHandler http.Handler
@@ -51,36 +54,41 @@ func (s *Server) serveDiscoveryGroups(w http.ResponseWriter, r *http.Request) {
 // refreshDiscovery refills the managers if the resource table changed.
 func (s *Server) refreshDiscovery() {
 	d := s.discovery
-	snap := s.table.snapshot()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.seen == snap {
+	snap, remote := s.table.snapshot(), s.remote.changes.Load()
+	if d.seen == snap && d.seenRemote == remote {
 		return
 	}
 	core, groups := s.discoveryGroups(snap)
 	d.core.SetGroups(core)
 	d.apis.SetGroups(groups)
-	d.seen = snap
+	d.seen, d.seenRemote = snap, remote
 }
 
 // discoveryGroups builds the aggregated documents of snap: the core group
 // for /api, every other served group for /apis, each version listing
 // what its legacy APIResourceList lists.
 func (s *Server) discoveryGroups(snap *resourceSnapshot) (core, groups []apidiscoveryv2.APIGroupDiscovery) {
-	lists := map[schema.GroupVersion]*metav1.APIResourceList{}
-	for gv, resources := range snap.byGV {
-		lists[gv] = resourceList(gv, resources)
-	}
-	if s.cfg.Metrics != nil {
-		lists[metricsGV] = metricsResourceList()
-	}
 	byGroup := map[string]*apidiscoveryv2.APIGroupDiscovery{}
 	var names []string
-	for gv, list := range lists {
-		version, err := versionDiscovery(gv, list)
-		if err != nil {
-			s.log.Error("aggregated discovery: group version left out", "groupVersion", gv.String(), "err", err)
-			continue
+	for gv, remote := range s.servedGroupVersions(snap) {
+		var list *metav1.APIResourceList
+		switch {
+		case remote:
+			list = s.remote.get(gv).api.Resources
+		case gv == metricsGV && snap.byGV[gv] == nil:
+			list = metricsResourceList()
+		default:
+			list = resourceList(gv, snap.byGV[gv])
+		}
+		version := apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessStale}
+		if list != nil {
+			var err error
+			if version, err = versionDiscovery(gv, list); err != nil {
+				s.log.Error("aggregated discovery: group version left out", "groupVersion", gv.String(), "err", err)
+				continue
+			}
 		}
 		g := byGroup[gv.Group]
 		if g == nil {

@@ -30,6 +30,13 @@ type testEnv struct {
 
 func newTestEnv(tb testing.TB, hub storage.HubOptions, wrap func(http.Handler) http.Handler) *testEnv {
 	tb.Helper()
+	return newTestEnvWith(tb, hub, wrap, nil)
+}
+
+// newTestEnvWith is newTestEnv with configure, when set, changing the
+// server's Config before New.
+func newTestEnvWith(tb testing.TB, hub storage.HubOptions, wrap func(http.Handler) http.Handler, configure func(*Config)) *testEnv {
+	tb.Helper()
 	dir := tb.TempDir()
 	bundle, err := pki.Ensure(pki.Config{Dir: dir})
 	if err != nil {
@@ -40,8 +47,12 @@ func newTestEnv(tb testing.TB, hub storage.HubOptions, wrap func(http.Handler) h
 		tb.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := New(Config{Store: store, Resources: registry.All(),
-		Authn: testAuthn(), Authz: AllowAuthenticated, Log: log})
+	cfg := Config{Store: store, Resources: registry.All(),
+		Authn: testAuthn(), Authz: AllowAuthenticated, Log: log}
+	if configure != nil {
+		configure(&cfg)
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package apiserver
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -26,6 +28,8 @@ type resourceSnapshot struct {
 	byGV map[schema.GroupVersion]map[string]*registry.Resource
 	// byGR holds each resource in its storage version.
 	byGR map[schema.GroupResource]*registry.Resource
+	// replaced is closed when a newer snapshot replaces this one.
+	replaced chan struct{}
 }
 
 func newResourceTable(builtin []*registry.Resource) *resourceTable {
@@ -55,8 +59,9 @@ func (t *resourceTable) set(owner string, rs []*registry.Resource) {
 // during construction).
 func (t *resourceTable) rebuild() {
 	s := &resourceSnapshot{
-		byGV: map[schema.GroupVersion]map[string]*registry.Resource{},
-		byGR: map[schema.GroupResource]*registry.Resource{},
+		byGV:     map[schema.GroupVersion]map[string]*registry.Resource{},
+		byGR:     map[schema.GroupResource]*registry.Resource{},
+		replaced: make(chan struct{}),
 	}
 	add := func(r *registry.Resource, builtin bool) {
 		if s.byGV[r.GroupVersion] == nil {
@@ -78,7 +83,9 @@ func (t *resourceTable) rebuild() {
 			add(r, false)
 		}
 	}
-	t.cur.Store(s)
+	if old := t.cur.Swap(s); old != nil {
+		close(old.replaced)
+	}
 }
 
 func (s *resourceSnapshot) lookup(gv schema.GroupVersion, name string) *registry.Resource {
@@ -90,4 +97,20 @@ func (s *resourceSnapshot) lookup(gv schema.GroupVersion, name string) *registry
 // before; no rs stops serving them. Stored objects are not touched.
 func (s *Server) SetResources(owner string, rs []*registry.Resource) {
 	s.table.set(owner, rs)
+}
+
+// LocalGroupVersions returns the group-versions this server serves itself
+// (its resources' and the built-in metrics API), sorted, and a channel
+// closed once that may have changed.
+func (s *Server) LocalGroupVersions() ([]schema.GroupVersion, <-chan struct{}) {
+	snap := s.table.snapshot()
+	gvs := make([]schema.GroupVersion, 0, len(snap.byGV)+1)
+	for gv := range snap.byGV {
+		gvs = append(gvs, gv)
+	}
+	if s.cfg.Metrics != nil && snap.byGV[metricsGV] == nil {
+		gvs = append(gvs, metricsGV)
+	}
+	slices.SortFunc(gvs, func(a, b schema.GroupVersion) int { return strings.Compare(a.String(), b.String()) })
+	return gvs, snap.replaced
 }

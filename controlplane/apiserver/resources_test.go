@@ -17,6 +17,11 @@ func TestResourceTableOwnedSets(t *testing.T) {
 	widgets := &registry.Resource{GroupVersion: gv, Name: "widgets"}
 	shadow := &registry.Resource{GroupVersion: builtin.GroupVersion, Name: "deployments"}
 	table.set("widgets.example.com", []*registry.Resource{widgets, shadow})
+	select {
+	case <-before.replaced:
+	default:
+		t.Fatal("the replaced snapshot's channel is still open")
+	}
 
 	now := table.snapshot()
 	if got := now.lookup(gv, "widgets"); got != widgets {

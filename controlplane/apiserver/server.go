@@ -38,6 +38,12 @@ const DefaultMaxBodyBytes = 3 << 20
 
 // Config wires a Server.
 type Config struct {
+	// FrontProxy is the client certificate presented to extension API
+	// servers (aggregation.go); Endpoints resolves their Services. Both
+	// are needed only once a RemoteAPI is set.
+	FrontProxy *tls.Certificate
+	Endpoints  EndpointResolver
+
 	Store     storage.Store
 	Resources []*registry.Resource
 	// Address to listen on, e.g. "127.0.0.1:6443". Ignored by Handler.
@@ -104,6 +110,8 @@ type Server struct {
 	openAPI *openapi.Set
 	// discovery answers /api and /apis in the aggregated form.
 	discovery *aggregatedDiscovery
+	// remote is the group-versions extension API servers serve.
+	remote remoteAPIs
 	// fields keeps managedFields and merges server-side apply, with
 	// openAPI's schemas.
 	fields *fieldManagers
@@ -312,6 +320,10 @@ func (s *Server) serveAuthorized(w http.ResponseWriter, r *http.Request) {
 			msg += ": " + reason
 		}
 		writeError(w, apierrors.NewForbidden(schema.GroupResource{Group: attrs.APIGroup, Resource: attrs.Resource}, attrs.Name, errors.New(msg)))
+		return
+	}
+	if t := s.remoteFor(path); t != nil {
+		s.serveRemote(w, r, t)
 		return
 	}
 	if isResource && s.isMetricsRequest(info) {

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/kube-aggregator/pkg/apis/apiregistration"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"k8s.io/kubernetes/pkg/apis/admissionregistration"
 	admissionregistrationv1 "k8s.io/kubernetes/pkg/apis/admissionregistration/v1"
 	"k8s.io/kubernetes/pkg/apis/apps"
@@ -74,6 +76,7 @@ func New() *Validator {
 		rbac.AddToScheme, rbacapiv1.AddToScheme,
 		storage.AddToScheme, storageapiv1.AddToScheme,
 		admissionregistration.AddToScheme, admissionregistrationv1.AddToScheme,
+		apiregistration.AddToScheme, apiregistrationv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("apivalidation: build the scheme: %v", err))
@@ -192,6 +195,9 @@ func (v *Validator) Validate(obj runtime.Object) field.ErrorList {
 	if errs, ok := validateAdmissionRegistration(in, nil, false); ok {
 		return errs
 	}
+	if errs, ok := validateAPIRegistration(in, nil, false); ok {
+		return errs
+	}
 	return unsupported("create", obj)
 }
 
@@ -222,6 +228,9 @@ func (v *Validator) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
 	if errs, ok := validateAdmissionRegistration(in, oldIn, false); ok {
 		return errs
 	}
+	if errs, ok := validateAPIRegistration(in, oldIn, false); ok {
+		return errs
+	}
 	return unsupported("update", obj)
 }
 
@@ -238,6 +247,9 @@ func (v *Validator) ValidateStatusUpdate(obj, old runtime.Object) field.ErrorLis
 		return errs
 	}
 	if errs, ok := validateAdmissionRegistration(in, oldIn, true); ok {
+		return errs
+	}
+	if errs, ok := validateAPIRegistration(in, oldIn, true); ok {
 		return errs
 	}
 	return unsupported("status update", obj)

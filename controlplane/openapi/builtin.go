@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiopenapi "k8s.io/apiserver/pkg/endpoints/openapi"
+	aggregatoropenapi "k8s.io/kube-aggregator/pkg/generated/openapi"
 	"k8s.io/kube-openapi/pkg/builder"
 	"k8s.io/kube-openapi/pkg/builder3"
 	"k8s.io/kube-openapi/pkg/cached"
@@ -130,7 +131,7 @@ func (b *builtins) buildV2() (*spec.Swagger, error) {
 		CommonResponses:                map[int]spec.Response{401: {ResponseProps: spec.ResponseProps{Description: "Unauthorized"}}},
 		GetOperationIDAndTagsFromRoute: operationIDAndTags,
 		GetDefinitionName:              namer.GetDefinitionName,
-		GetDefinitions:                 generatedopenapi.GetOpenAPIDefinitions,
+		GetDefinitions:                 definitions,
 		SecurityDefinitions: &spec.SecurityDefinitions{"BearerToken": &spec.SecurityScheme{SecuritySchemeProps: spec.SecuritySchemeProps{
 			Type: "apiKey", Name: "authorization", In: "header", Description: "Bearer Token authentication"}}},
 		DefaultSecurity: []map[string][]string{{"BearerToken": {}}},
@@ -142,6 +143,19 @@ func (b *builtins) buildV2() (*spec.Swagger, error) {
 	doc.Definitions = handler.PruneDefaults(doc.Definitions)
 	returnMemorySoon()
 	return doc, nil
+}
+
+// definitions are the generated definitions of k8s.io/kubernetes (the
+// k8s.io/api kinds) and of kube-aggregator (APIService), as
+// kube-apiserver's aggregator serves both.
+func definitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+	defs := generatedopenapi.GetOpenAPIDefinitions(ref)
+	for name, def := range aggregatoropenapi.GetOpenAPIDefinitions(ref) {
+		if _, ok := defs[name]; !ok {
+			defs[name] = def
+		}
+	}
+	return defs
 }
 
 // returnMemorySoon gives the OS back, once the documents are serialized,
@@ -164,7 +178,7 @@ func (b *builtins) v3ConfigLocked() *common.OpenAPIV3Config {
 		CommonResponses:                map[int]*spec3.Response{401: {ResponseProps: spec3.ResponseProps{Description: "Unauthorized"}}},
 		GetOperationIDAndTagsFromRoute: operationIDAndTags,
 		GetDefinitionName:              namer.GetDefinitionName,
-		GetDefinitions:                 generatedopenapi.GetOpenAPIDefinitions,
+		GetDefinitions:                 definitions,
 		SecuritySchemes: spec3.SecuritySchemes{"BearerToken": &spec3.SecurityScheme{SecuritySchemeProps: spec3.SecuritySchemeProps{
 			Type: "apiKey", Name: "authorization", In: "header", Description: "Bearer Token authentication"}}},
 		DefaultSecurity: []map[string][]string{{"BearerToken": {}}},

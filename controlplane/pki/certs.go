@@ -109,14 +109,14 @@ func randomSerial() (*big.Int, error) {
 	return serial, nil
 }
 
-func selfSignCA(key crypto.Signer, now time.Time) ([]byte, error) {
+func selfSignCA(key crypto.Signer, cn string, now time.Time) ([]byte, error) {
 	serial, err := randomSerial()
 	if err != nil {
 		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "nodelet-ca"},
+		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             now.Add(-backdate),
 		NotAfter:              now.Add(caValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,

@@ -7,6 +7,7 @@
 //	ca.crt, ca.key            ECDSA P-256 self-signed CA, CN "nodelet-ca", 10 years
 //	serving.crt, serving.key  API server certificate, 1 year
 //	admin.kubeconfig          client cert CN "admin", O "system:masters"
+//	front-proxy-ca.crt/.key   the request-header CA of aggregated APIs (frontproxy.go)
 //
 // Ensure is idempotent: the CA and all keys are reused on restart; the
 // serving certificate and the admin kubeconfig are reissued only when they
@@ -135,18 +136,44 @@ func newBundle(dir string) *Bundle {
 	}
 }
 
-// loadOrCreateCA reuses an existing CA. A missing key creates a new CA; a
-// key without its certificate (a crash between the two writes) gets a new
-// self-signed certificate; a certificate without its key is an error, since
-// silently replacing a CA would break every client that trusts it.
+// loadOrCreateCA reuses an existing CA (see ensureCAFiles).
 func loadOrCreateCA(dir string, now time.Time) (*Bundle, error) {
 	b := newBundle(dir)
-	keyPath := filepath.Join(dir, CAKeyName)
+	ca, err := ensureCAFiles(b.CAFile, filepath.Join(dir, CAKeyName), "nodelet-ca", now)
+	if err != nil {
+		return nil, err
+	}
+	b.CACert, b.CAKey, b.caPEM = ca.cert, ca.key, ca.pem
+	return b, nil
+}
+
+func (b *Bundle) loadCA() error {
+	ca, err := loadCAFiles(b.CAFile, filepath.Join(b.Dir, CAKeyName))
+	if err != nil {
+		return err
+	}
+	b.CACert, b.CAKey, b.caPEM = ca.cert, ca.key, ca.pem
+	return nil
+}
+
+// authority is a loaded CA: its certificate (parsed and PEM) and key.
+type authority struct {
+	cert *x509.Certificate
+	key  crypto.Signer
+	pem  []byte
+}
+
+// ensureCAFiles reuses the CA in certPath and keyPath. A missing key
+// creates a new CA named cn; a key without its certificate (a crash
+// between the two writes) gets a new self-signed certificate; a
+// certificate without its key is an error, since silently replacing a CA
+// would break every client that trusts it.
+func ensureCAFiles(certPath, keyPath, cn string, now time.Time) (*authority, error) {
 	key, err := readKey(keyPath)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		if _, statErr := os.Stat(b.CAFile); statErr == nil {
-			return nil, fmt.Errorf("load CA: %s exists but %s is missing", b.CAFile, keyPath)
+		if _, statErr := os.Stat(certPath); statErr == nil {
+			return nil, fmt.Errorf("load CA: %s exists but %s is missing", certPath, keyPath)
 		}
 		if key, err = newKey(); err != nil {
 			return nil, err
@@ -157,39 +184,34 @@ func loadOrCreateCA(dir string, now time.Time) (*Bundle, error) {
 	case err != nil:
 		return nil, err
 	}
-	if _, err := os.Stat(b.CAFile); errors.Is(err, os.ErrNotExist) {
-		der, err := selfSignCA(key, now)
+	if _, err := os.Stat(certPath); errors.Is(err, os.ErrNotExist) {
+		der, err := selfSignCA(key, cn, now)
 		if err != nil {
 			return nil, err
 		}
-		if err := writeFileAtomic(b.CAFile, encodeCert(der), 0o644); err != nil {
+		if err := writeFileAtomic(certPath, encodeCert(der), 0o644); err != nil {
 			return nil, err
 		}
 	}
-	if err := b.loadCA(); err != nil {
-		return nil, err
-	}
-	return b, nil
+	return loadCAFiles(certPath, keyPath)
 }
 
-func (b *Bundle) loadCA() error {
-	certPEM, cert, err := readCert(b.CAFile)
+func loadCAFiles(certPath, keyPath string) (*authority, error) {
+	certPEM, cert, err := readCert(certPath)
 	if err != nil {
-		return fmt.Errorf("load CA: %w", err)
+		return nil, fmt.Errorf("load CA: %w", err)
 	}
-	keyPath := filepath.Join(b.Dir, CAKeyName)
 	key, err := readKey(keyPath)
 	if err != nil {
-		return fmt.Errorf("load CA: %w", err)
+		return nil, fmt.Errorf("load CA: %w", err)
 	}
 	if !publicKeyMatches(cert, key) {
-		return fmt.Errorf("load CA: %s does not match %s", b.CAFile, keyPath)
+		return nil, fmt.Errorf("load CA: %s does not match %s", certPath, keyPath)
 	}
 	if !cert.IsCA {
-		return fmt.Errorf("load CA: %s is not a CA certificate", b.CAFile)
+		return nil, fmt.Errorf("load CA: %s is not a CA certificate", certPath)
 	}
-	b.CACert, b.CAKey, b.caPEM = cert, key, certPEM
-	return nil
+	return &authority{cert: cert, key: key, pem: certPEM}, nil
 }
 
 // CAPEM returns the CA certificate in PEM form.

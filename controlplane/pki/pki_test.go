@@ -411,3 +411,40 @@ func TestEnsureRefusesCertWithoutKey(t *testing.T) {
 		t.Fatal("Ensure replaced a CA whose key is missing")
 	}
 }
+
+// TestFrontProxy: the front-proxy CA is its own (not the cluster CA),
+// kept across starts, and signs a client certificate for
+// front-proxy-client.
+func TestFrontProxy(t *testing.T) {
+	dir := t.TempDir()
+	b, err := Ensure(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, err := b.FrontProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(fp.Client.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leaf.Subject.CommonName != FrontProxyUser {
+		t.Fatalf("client CN %q", leaf.Subject.CommonName)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(fp.CAPEM)
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Fatalf("client certificate not signed by the front-proxy CA: %v", err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: b.CAPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
+		t.Fatal("the front-proxy client certificate verifies against the cluster CA")
+	}
+	again, err := b.FrontProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(again.CAPEM) != string(fp.CAPEM) {
+		t.Fatal("the front-proxy CA changed between starts")
+	}
+}

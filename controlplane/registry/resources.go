@@ -53,6 +53,7 @@ func AllWith(v *apivalidation.Validator) []*Resource {
 		storageClassResource(), csiNodeResource(), csiStorageCapacityResource())
 	resources = append(resources, admissionRegistrationResources()...)
 	resources = append(resources,
+		apiServiceResource(),
 		priorityClassResource(),
 		runtimeClassResource(),
 		selfSubjectReviewResource(),

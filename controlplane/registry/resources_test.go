@@ -62,6 +62,7 @@ func TestAllResources(t *testing.T) {
 		{"validatingadmissionpolicies", "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", false, nil, []string{"status"}, true, false, true},
 		{"validatingadmissionpolicybindings", "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", false, nil, nil, true, false, true},
 		{"validatingwebhookconfigurations", "admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", false, nil, nil, true, false, true},
+		{"apiservices", "apiregistration.k8s.io/v1", "APIService", false, nil, []string{"status"}, true, false, false},
 	}
 	stored := 0
 	for _, r := range All() {
