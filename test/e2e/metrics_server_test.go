@@ -159,8 +159,7 @@ func TestMetricsServerOnNode(t *testing.T) {
 	if bad := scrapeErrors.FindAllString(logs, -1); len(bad) > 0 {
 		t.Errorf("metrics-server could not scrape the node:\n%s", strings.Join(bad, "\n"))
 	}
-	// Its other warnings and errors, for the record (no aggregation
-	// layer yet: no extension-apiserver-authentication ConfigMap).
+	// Its other warnings and errors, for the record.
 	t.Logf("metrics-server's warnings and errors:\n%s", summarizeKlog(klogProblems.FindAllString(logs, -1)))
 
 	// metrics-server's own API (not through the aggregation layer): a
