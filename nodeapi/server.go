@@ -12,9 +12,9 @@
 // token the API server accepts (TokenReview), 401 otherwise; then the
 // authorizer (with Webhook authorization the API server's
 // SubjectAccessReview on nodes/stats, metrics, log, pods, healthz,
-// configz or proxy of this node) decides, 403 otherwise. The
-// authenticator and authorizer are k8s.io/apiserver's delegating ones,
-// as upstream's kubelet builds them (delegated.go).
+// configz or proxy of this node) decides, 403 otherwise. The agent's
+// authenticator and authorizer are built as upstream's kubelet builds
+// them, on k8s.io/apiserver's authenticators (delegated.go).
 package nodeapi
 
 import (

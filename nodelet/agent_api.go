@@ -21,13 +21,9 @@ func (a *Agent) apiServer(w *wired, stats nodeapi.Stats) (*nodeapi.Server, error
 	if err != nil {
 		return nil, err
 	}
-	caPEM, err := a.clientCAs()
+	cas, err := a.clientCAs()
 	if err != nil {
 		return nil, err
-	}
-	cas := x509.NewCertPool()
-	if !cas.AppendCertsFromPEM(caPEM) {
-		return nil, errors.New("nodelet: client CA holds no PEM certificate")
 	}
 	// Callers are authenticated and authorized as upstream's kubelet
 	// does: client certificates, then (with webhook authentication)
@@ -58,10 +54,10 @@ func informerPods(w *wired) []*corev1.Pod {
 	return out
 }
 
-// clientCAs are the CAs (PEM) callers' certificates must chain to:
+// clientCAs are the CAs callers' certificates must chain to:
 // --client-ca-file, else the CA the kubeconfig trusts for the API server
 // (the cluster CA).
-func (a *Agent) clientCAs() ([]byte, error) {
+func (a *Agent) clientCAs() (*x509.CertPool, error) {
 	var data []byte
 	var err error
 	switch {
@@ -77,7 +73,11 @@ func (a *Agent) clientCAs() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: read client CA: %w", err)
 	}
-	return data, nil
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, errors.New("nodelet: client CA holds no PEM certificate")
+	}
+	return pool, nil
 }
 
 // servingCert loads --tls-cert-file and --tls-private-key-file. Without
