@@ -17,15 +17,15 @@ type Setting struct {
 	Value string // in the flag's syntax
 }
 
-// mapped are the top-level fields Settings maps ("authentication" only
-// for x509.clientCAFile).
+// mapped are the top-level fields Settings maps ("authentication" but
+// for x509's fields other than clientCAFile).
 var mapped = map[string]bool{
 	"maxPods": true, "cgroupDriver": true, "cgroupRoot": true, "clusterDNS": true, "clusterDomain": true,
 	"systemReserved": true, "kubeReserved": true, "podCIDR": true, "serializeImagePulls": true,
 	"maxParallelImagePulls": true, "address": true, "port": true, "tlsCertFile": true,
 	"tlsPrivateKeyFile": true, "healthzPort": true, "healthzBindAddress": true,
 	"containerRuntimeEndpoint": true, "registerWithTaints": true, "resolvConf": true,
-	"kubeAPIQPS": true, "kubeAPIBurst": true, "authentication": true,
+	"kubeAPIQPS": true, "kubeAPIBurst": true, "authentication": true, "authorization": true,
 	"imageGCHighThresholdPercent": true, "imageGCLowThresholdPercent": true, "imageMinimumGCAge": true,
 	"evictionHard": true, "evictionSoft": true, "evictionSoftGracePeriod": true, "evictionMinimumReclaim": true,
 	"evictionPressureTransitionPeriod": true, "evictionMaxPodGracePeriod": true, "mergeDefaultEvictionSettings": true,
@@ -69,8 +69,7 @@ func (f *File) Settings() []Setting {
 	add("port", "port", itoa(c.Port), c.Port != 0)
 	add("tlsCertFile", "tls-cert-file", c.TLSCertFile, c.TLSCertFile != "")
 	add("tlsPrivateKeyFile", "tls-private-key-file", c.TLSPrivateKeyFile, c.TLSPrivateKeyFile != "")
-	ca := c.Authentication.X509.ClientCAFile
-	add("authentication.x509.clientCAFile", "client-ca-file", ca, ca != "")
+	out = append(out, f.accessSettings()...)
 	if c.HealthzPort != nil {
 		add("healthzPort", "healthz-port", itoa(*c.HealthzPort), true)
 	}
@@ -93,6 +92,33 @@ func (f *File) Settings() []Setting {
 	add("imageMinimumGCAge", "minimum-image-ttl-duration", c.ImageMinimumGCAge.Duration.String(), c.ImageMinimumGCAge.Duration != 0)
 	add("volumeStatsAggPeriod", "volume-stats-agg-period", c.VolumeStatsAggPeriod.Duration.String(), c.VolumeStatsAggPeriod.Duration != 0)
 	return append(out, f.evictionSettings()...)
+}
+
+// accessSettings maps authentication and authorization: upstream
+// kubelet's flags for the node API's access control.
+func (f *File) accessSettings() []Setting {
+	authn, authz := &f.Config.Authentication, &f.Config.Authorization
+	var out []Setting
+	add := func(field, flag, value string, set bool) {
+		if set {
+			out = append(out, Setting{Field: field, Flag: flag, Value: value})
+		}
+	}
+	add("authentication.x509.clientCAFile", "client-ca-file", authn.X509.ClientCAFile, authn.X509.ClientCAFile != "")
+	if authn.Anonymous.Enabled != nil {
+		add("authentication.anonymous.enabled", "anonymous-auth", strconv.FormatBool(*authn.Anonymous.Enabled), true)
+	}
+	if authn.Webhook.Enabled != nil {
+		add("authentication.webhook.enabled", "authentication-token-webhook", strconv.FormatBool(*authn.Webhook.Enabled), true)
+	}
+	ttl := authn.Webhook.CacheTTL.Duration
+	add("authentication.webhook.cacheTTL", "authentication-token-webhook-cache-ttl", ttl.String(), ttl != 0)
+	add("authorization.mode", "authorization-mode", string(authz.Mode), authz.Mode != "")
+	ttl = authz.Webhook.CacheAuthorizedTTL.Duration
+	add("authorization.webhook.cacheAuthorizedTTL", "authorization-webhook-cache-authorized-ttl", ttl.String(), ttl != 0)
+	ttl = authz.Webhook.CacheUnauthorizedTTL.Duration
+	add("authorization.webhook.cacheUnauthorizedTTL", "authorization-webhook-cache-unauthorized-ttl", ttl.String(), ttl != 0)
+	return out
 }
 
 // evictionSettings maps the eviction and container log fields. Without

@@ -72,8 +72,8 @@ func Decode(data []byte) (*File, error) {
 }
 
 // ignoredFields lists the top-level fields set in the file (non-null)
-// that the nodelet does not map, and authentication's sub-fields other
-// than x509.clientCAFile.
+// that the nodelet does not map, and authentication.x509's fields other
+// than clientCAFile.
 func ignoredFields(js []byte) ([]string, error) {
 	var raw map[string]any
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(js, &raw); err != nil {
@@ -95,19 +95,11 @@ func ignoredFields(js []byte) ([]string, error) {
 
 func ignoredAuthentication(v any) []string {
 	auth, _ := v.(map[string]any)
+	x509, _ := auth["x509"].(map[string]any)
 	var out []string
-	for k, sub := range auth {
-		if k != "x509" {
-			if sub != nil {
-				out = append(out, "authentication."+k)
-			}
-			continue
-		}
-		x509, _ := sub.(map[string]any)
-		for k2 := range x509 {
-			if k2 != "clientCAFile" {
-				out = append(out, "authentication.x509."+k2)
-			}
+	for k, v := range x509 {
+		if k != "clientCAFile" && v != nil {
+			out = append(out, "authentication.x509."+k)
 		}
 	}
 	return out

@@ -6,12 +6,15 @@
 // server proxies kubectl logs, exec, attach, cp and port-forward to it,
 // and reads the node's resource usage from it for kubectl top.
 //
-// Every request but /healthz must present a client certificate signed by
-// the cluster CA or a bearer token the API server accepts (TokenReview),
-// 401 otherwise; the API server then decides whether the caller may
-// (SubjectAccessReview on nodes/proxy, nodes/stats, nodes/metrics,
-// nodes/log, nodes/pods of this node, as upstream's kubelet asks), 403
-// otherwise (auth.go).
+// Every request, /healthz included, is authenticated and authorized as
+// upstream's kubelet does on its secure port (auth.go): a client
+// certificate of the cluster CA or, with webhook authentication, a bearer
+// token the API server accepts (TokenReview), 401 otherwise; then the
+// authorizer (with Webhook authorization the API server's
+// SubjectAccessReview on nodes/stats, metrics, log, pods, healthz,
+// configz or proxy of this node) decides, 403 otherwise. The agent's
+// authenticator and authorizer are built as upstream's kubelet builds
+// them, on k8s.io/apiserver's authenticators (delegated.go).
 package nodeapi
 
 import (
@@ -29,6 +32,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodelet/nodelet/runtime"
@@ -69,12 +74,17 @@ type Config struct {
 	Certificate tls.Certificate
 	// ClientCAs verify callers' client certificates.
 	ClientCAs *x509.CertPool
-	// Reviewer authenticates bearer tokens and authorizes every caller
-	// (the agent's: the API server's TokenReview and SubjectAccessReview).
-	// Without one, only client certificates authenticate, and
-	// AllowedUsers and AllowedGroups may call the API (default: the
-	// control plane's kube-apiserver-kubelet-client and system:masters).
-	Reviewer                    Reviewer
+	// NodeName is the node's name, the nodes object requests are
+	// authorized on.
+	NodeName string
+	// Authenticator identifies callers (the agent's: Delegated); default:
+	// client certificates of ClientCAs only.
+	Authenticator authenticator.Request
+	// Authorizer decides whether a caller may (the agent's: Delegated);
+	// default: AllowedUsers and the members of AllowedGroups may do
+	// anything (default: the control plane's kube-apiserver-kubelet-client
+	// and system:masters), nobody else anything.
+	Authorizer                  authorizer.UnconditionalAuthorizer
 	AllowedUsers, AllowedGroups []string
 	// Pods returns the pods bound to this node (the informer's copies).
 	Pods    func() []*corev1.Pod
@@ -107,8 +117,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ClientCAs == nil || cfg.Pods == nil || cfg.Runtime == nil {
 		return nil, errors.New("nodeapi: ClientCAs, Pods and Runtime are required")
 	}
-	if len(cfg.AllowedUsers) == 0 && len(cfg.AllowedGroups) == 0 {
-		cfg.AllowedUsers, cfg.AllowedGroups = []string{APIServerUser}, []string{"system:masters"}
+	if cfg.Authenticator == nil {
+		cfg.Authenticator = certificateAuthenticator(cfg.ClientCAs)
+	}
+	if cfg.Authorizer == nil {
+		if len(cfg.AllowedUsers) == 0 && len(cfg.AllowedGroups) == 0 {
+			cfg.AllowedUsers, cfg.AllowedGroups = []string{APIServerUser}, []string{"system:masters"}
+		}
+		cfg.Authorizer = allowListAuthorizer(cfg.AllowedUsers, cfg.AllowedGroups)
 	}
 	if cfg.StreamIdleTimeout <= 0 {
 		cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
@@ -125,7 +141,7 @@ func New(cfg Config) (*Server, error) {
 }
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+	s.handle("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
 	s.handle("GET /pods", s.servePods)
 	s.handle("GET /containerLogs/{namespace}/{pod}/{container}", s.serveLogs)
 	for _, m := range []string{"GET", "POST"} {
@@ -156,8 +172,8 @@ func (s *Server) handle(pattern string, h http.HandlerFunc) {
 func (s *Server) Handler() http.Handler { return s.mux }
 
 // TLSConfig asks for client certificates and verifies them against
-// ClientCAs; a request without one is answered 401 by the handlers (so
-// /healthz stays open, as upstream's).
+// ClientCAs; a request without one is left to the other authenticators
+// (bearer tokens, anonymous), 401 if none knows the caller.
 func (s *Server) TLSConfig() *tls.Config {
 	cert := s.cfg.Certificate
 	return &tls.Config{

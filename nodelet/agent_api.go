@@ -25,16 +25,22 @@ func (a *Agent) apiServer(w *wired, stats nodeapi.Stats) (*nodeapi.Server, error
 	if err != nil {
 		return nil, err
 	}
+	// Callers are authenticated and authorized as upstream's kubelet
+	// does: client certificates, then (with webhook authentication)
+	// bearer tokens the API server reviews; then (Webhook authorization)
+	// the API server's SubjectAccessReview.
+	authn, authz, err := nodeapi.Delegated(a.cfg.Access, a.client, cas)
+	if err != nil {
+		return nil, err
+	}
 	return nodeapi.New(nodeapi.Config{
 		Address:     net.JoinHostPort(a.cfg.Address, strconv.Itoa(a.cfg.Port)),
 		Certificate: cert, ClientCAs: cas,
 		Pods:    func() []*corev1.Pod { return informerPods(w) },
 		Runtime: w.rt, Stats: stats, LogRoot: a.cfg.LogRoot,
 		Metrics: a.metrics.Handler(), ProbeMetrics: a.metrics.ProbesHandler(),
-		// Callers are authenticated and authorized by the API server, as
-		// upstream's kubelet with webhook authentication and authorization.
-		Reviewer: nodeapi.NewDelegatedReviewer(a.client, a.cfg.NodeName),
-		Log:      a.log,
+		NodeName: a.cfg.NodeName, Authenticator: authn, Authorizer: authz,
+		Log: a.log,
 	})
 }
 

@@ -153,6 +153,12 @@ type Config struct {
 	Port                    int
 	TLSCertFile, TLSKeyFile string
 	ClientCAFile            string
+	// Access is how the API authenticates and authorizes callers beside
+	// client certificates, upstream kubelet's authentication and
+	// authorization settings (the zero value: the configuration file's
+	// defaults, nodeapi.DefaultAccessConfig: webhook authentication and
+	// authorization by the API server).
+	Access nodeapi.AccessConfig
 	// HealthzBindAddress and HealthzPort are where GET /healthz answers
 	// (default 127.0.0.1:10248; HealthzPort < 0 disables it): "ok" while
 	// the PLEG relists and containerd answers, the systemd watchdog's test.
@@ -246,6 +252,9 @@ func setServingDefaults(cfg *Config) {
 	}
 	if cfg.HealthzPort == 0 {
 		cfg.HealthzPort = DefaultHealthzPort
+	}
+	if cfg.Access == (nodeapi.AccessConfig{}) {
+		cfg.Access = nodeapi.DefaultAccessConfig()
 	}
 }
 

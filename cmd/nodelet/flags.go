@@ -99,6 +99,16 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "serving certificate of the HTTPS API, signed by the cluster CA (see controlplane serving-cert); default: self-signed")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-private-key-file", "", "private key of --tls-cert-file")
 	fs.StringVar(&cfg.ClientCAFile, "client-ca-file", "", "CA bundle that callers' client certificates must chain to (default: the kubeconfig's CA)")
+	// Access control of the HTTPS API, upstream kubelet's flags with the
+	// defaults of its configuration file (not of its legacy flags, which
+	// would allow anonymous callers everything).
+	def := nodeapi.DefaultAccessConfig()
+	fs.BoolVar(&cfg.Access.Anonymous, "anonymous-auth", false, "let requests to the HTTPS API without credentials through as system:anonymous (the authorizer still decides)")
+	fs.BoolVar(&cfg.Access.Webhook, "authentication-token-webhook", def.Webhook, "authenticate bearer tokens to the HTTPS API with a TokenReview")
+	fs.DurationVar(&cfg.Access.WebhookCacheTTL, "authentication-token-webhook-cache-ttl", def.WebhookCacheTTL, "how long token reviews are cached")
+	fs.StringVar(&cfg.Access.AuthorizationMode, "authorization-mode", def.AuthorizationMode, "authorization of the HTTPS API: Webhook (a SubjectAccessReview) or AlwaysAllow")
+	fs.DurationVar(&cfg.Access.AuthorizedTTL, "authorization-webhook-cache-authorized-ttl", def.AuthorizedTTL, "how long allowed answers of the authorization webhook are cached")
+	fs.DurationVar(&cfg.Access.UnauthorizedTTL, "authorization-webhook-cache-unauthorized-ttl", def.UnauthorizedTTL, "how long refusals of the authorization webhook are cached")
 	fs.StringVar(&cfg.HealthzBindAddress, "healthz-bind-address", "127.0.0.1", "IP address of the /healthz endpoint")
 	fs.IntVar(&o.healthzPort, "healthz-port", nodelet.DefaultHealthzPort, "port of the /healthz endpoint (plain HTTP); 0 disables it")
 	fs.StringVar(&cfg.RegistryConfigDir, "registry-config-dir", containerd.DefaultRegistryConfigDir, "containerd-style registry host configuration (<dir>/<host>/hosts.toml): mirrors, insecure registries")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodelet/nodelet/eviction"
 	"github.com/nodelet/nodelet/kubeletconfig"
+	"github.com/nodelet/nodelet/nodeapi"
 )
 
 // parseOptions parses the command line and, with --config, the kubelet
@@ -120,6 +121,10 @@ func (o *options) checks() []check {
 		{"kube-api-burst", func() error { return atLeast(o.apiBurst, 1) }},
 		{"address", func() error { return checkIP(cfg.Address) }},
 		{"port", func() error { return checkPort(max(cfg.Port, 0), 0) }}, // < 0 disables, 0 defaults
+		{"authorization-mode", func() error { return checkAuthorizationMode(cfg.Access.AuthorizationMode) }},
+		{"authentication-token-webhook-cache-ttl", func() error { return notNegative(int64(cfg.Access.WebhookCacheTTL)) }},
+		{"authorization-webhook-cache-authorized-ttl", func() error { return notNegative(int64(cfg.Access.AuthorizedTTL)) }},
+		{"authorization-webhook-cache-unauthorized-ttl", func() error { return notNegative(int64(cfg.Access.UnauthorizedTTL)) }},
 		{"healthz-bind-address", func() error { return checkIP(cfg.HealthzBindAddress) }},
 		{"healthz-port", func() error { cfg.HealthzPort, err = healthzPort(o.healthzPort); return err }},
 		{"max-parallel-image-pulls", func() error { cfg.MaxParallelImagePulls, err = o.parallelPulls(); return err }},
@@ -152,6 +157,15 @@ func (o *options) parallelPulls() (int, error) {
 		return -1, nil // no limit
 	}
 	return o.maxPulls, nil
+}
+
+// checkAuthorizationMode accepts upstream kubelet's two modes.
+func checkAuthorizationMode(mode string) error {
+	switch mode {
+	case nodeapi.AuthorizationModeWebhook, nodeapi.AuthorizationModeAlwaysAllow:
+		return nil
+	}
+	return fmt.Errorf("%q is not %s or %s", mode, nodeapi.AuthorizationModeWebhook, nodeapi.AuthorizationModeAlwaysAllow)
 }
 
 // healthzPort is nodelet.Config's HealthzPort: 0 (off, as kubelet's

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodelet/nodelet/eviction"
+	"github.com/nodelet/nodelet/nodeapi"
 )
 
 const header = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
@@ -86,6 +87,31 @@ kubeAPIBurst: 40
 		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Errorf("setting %d = %#v, want %#v", i, got[i], want[i])
 		}
+	}
+}
+
+// TestAccessControl: the HTTPS API's authentication and authorization
+// settings default to those of upstream's configuration file, and come
+// from the file's authentication and authorization or the flags.
+func TestAccessControl(t *testing.T) {
+	if got := mustParse(t).cfg.Access; got != nodeapi.DefaultAccessConfig() {
+		t.Errorf("defaults: %+v", got)
+	}
+	file := writeConfig(t, `authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false, cacheTTL: 1m}
+authorization:
+  mode: AlwaysAllow
+  webhook: {cacheAuthorizedTTL: 10m, cacheUnauthorizedTTL: 5s}
+`)
+	want := nodeapi.AccessConfig{Anonymous: true, WebhookCacheTTL: time.Minute, AuthorizationMode: nodeapi.AuthorizationModeAlwaysAllow,
+		AuthorizedTTL: 10 * time.Minute, UnauthorizedTTL: 5 * time.Second}
+	if got := mustParse(t, "--config", file).cfg.Access; got != want {
+		t.Errorf("from the file: %+v, want %+v", got, want)
+	}
+	want.Webhook, want.AuthorizationMode, want.Anonymous = true, nodeapi.AuthorizationModeWebhook, false
+	if got := mustParse(t, "--config", file, "--authentication-token-webhook", "--authorization-mode", "Webhook", "--anonymous-auth=false").cfg.Access; got != want {
+		t.Errorf("flags over the file: %+v, want %+v", got, want)
 	}
 }
 
@@ -195,6 +221,10 @@ func TestBadValuesNameTheFlagOrField(t *testing.T) {
 		{file: "evictionHard: {memory.available: lots}\n", want: "field evictionHard"},
 		{file: "evictionSoft: {memory.available: 1Gi}\n", want: "field evictionSoft"},
 		{file: "containerLogMaxFiles: 1\n", want: "field containerLogMaxFiles"},
+		{args: []string{"--authorization-mode", "RBAC"}, want: "--authorization-mode"},
+		{args: []string{"--authorization-webhook-cache-authorized-ttl", "-1s"}, want: "--authorization-webhook-cache-authorized-ttl"},
+		{file: "authorization: {mode: Node}\n", want: "field authorization.mode"},
+		{file: "authentication: {webhook: {cacheTTL: -1m}}\n", want: "field authentication.webhook.cacheTTL"},
 	} {
 		args := tc.args
 		if tc.file != "" {

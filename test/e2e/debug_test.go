@@ -335,13 +335,14 @@ func testNodeProxy(t *testing.T, cp *controlPlane, node *realNode) {
 	}
 }
 
-// testNodeAPIAuth calls the nodelet's API directly: /healthz is open, a
-// caller without a certificate gets 401, one with a certificate of the
-// cluster CA for an ordinary user 403.
+// testNodeAPIAuth calls the nodelet's API directly: a caller without
+// credentials gets 401 (/healthz too, as upstream kubelet's secure port
+// without anonymous access), one with a certificate of the cluster CA for
+// an ordinary user 403.
 func testNodeAPIAuth(t *testing.T, cp *controlPlane, node *realNode) {
 	base := fmt.Sprintf("https://%s:10250", node.ip)
 	anon := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	for path, want := range map[string]int{"/healthz": 200, "/pods": 401, "/containerLogs/default/box/main": 401, "/stats/summary": 401} {
+	for path, want := range map[string]int{"/healthz": 401, "/pods": 401, "/containerLogs/default/box/main": 401, "/stats/summary": 401} {
 		resp, err := anon.Get(base + path)
 		if err != nil {
 			t.Fatalf("GET %s: %v", path, err)

@@ -119,7 +119,7 @@ func TestNodeMetrics(t *testing.T) {
 		t.Errorf("scrape with the prometheus account's token: %s\n%.300s", code, body)
 	}
 	if body, code := scrape("stranger"); code != "403" ||
-		body != "Forbidden (user=system:serviceaccount:default:stranger, verb=get, resource=nodes, subresource=metrics)" {
+		body != "Forbidden (user=system:serviceaccount:default:stranger, verb=get, resource=nodes, subresource(s)=[metrics])" {
 		t.Errorf("scrape with an account without the grant: %s %q", code, body)
 	}
 
