@@ -34,6 +34,9 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		writeError(w, apierrors.NewNotFound(groupResource(res), info.Name))
 		return
 	}
+	if res.Warning != "" {
+		addWarnings(w, []string{res.Warning})
+	}
 	if isConnect(info) {
 		if err := s.serveConnect(w, r, info); err != nil {
 			writeError(w, err)

@@ -90,6 +90,19 @@ func converter(crd *apiextensionsv1.CustomResourceDefinition, converters *conver
 	}, nil
 }
 
+// deprecationWarning is what every request for a deprecated version is
+// told, upstream's default unless the CRD gives its own.
+func deprecationWarning(gv schema.GroupVersion, kind string, v apiextensionsv1.CustomResourceDefinitionVersion) string {
+	switch {
+	case !v.Deprecated:
+		return ""
+	case v.DeprecationWarning != nil:
+		return *v.DeprecationWarning
+	default:
+		return fmt.Sprintf("%s %s is deprecated", gv, kind)
+	}
+}
+
 func versionResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion, terminating bool) (*registry.Resource, error) {
 	names := crd.Status.AcceptedNames
 	gv := schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}
@@ -107,6 +120,7 @@ func versionResource(crd *apiextensionsv1.CustomResourceDefinition, v apiextensi
 	}
 	gvk, listGVK := gv.WithKind(names.Kind), gv.WithKind(names.ListKind)
 	r := &registry.Resource{
+		Warning:      deprecationWarning(gv, names.Kind, v),
 		GroupVersion: gv,
 		Name:         names.Plural,
 		Kind:         names.Kind,

@@ -42,6 +42,9 @@ type Resource struct {
 	Categories []string
 	// Verbs this resource supports, as listed in discovery.
 	Verbs []string
+	// Warning, when set, is sent with every request for the resource (a
+	// deprecated version's warning).
+	Warning string
 
 	New     func() runtime.Object
 	NewList func() runtime.Object
