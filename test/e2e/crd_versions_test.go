@@ -77,6 +77,12 @@ func TestCustomResourceVersions(t *testing.T) {
 	if got := cp.must("get", "crd", "gadgets.example.com", "-o", "jsonpath={.status.storedVersions}"); got != `["v1"]` {
 		t.Fatalf("storedVersions %s", got)
 	}
+	// Each served version has its local APIService, as upstream's CRD
+	// registration controller makes them.
+	testkit.Eventually(t, 30*time.Second, "APIServices of both versions", func() bool {
+		out, _, _ := cp.kubectl("get", "apiservice", "v1.example.com", "v1beta1.example.com", "--no-headers")
+		return strings.Count(out, "Local   True") == 2
+	})
 
 	// Stop serving v1beta1.
 	cp.must("patch", "crd", "gadgets.example.com", "--type=json", "-p", `[{"op":"replace","path":"/spec/versions/0/served","value":false}]`)
@@ -87,4 +93,8 @@ func TestCustomResourceVersions(t *testing.T) {
 	if got := cp.must("get", "gadgets", "-o", "jsonpath={range .items[*]}{.metadata.name}={.spec.color} {end}"); got != "g1=blue g2=red " {
 		t.Fatalf("objects after v1beta1 went: %q", got)
 	}
+	testkit.Eventually(t, 30*time.Second, "the APIService of v1beta1 removed", func() bool {
+		_, _, err := cp.kubectl("get", "apiservice", "v1beta1.example.com")
+		return err != nil
+	})
 }
