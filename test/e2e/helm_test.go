@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -249,4 +250,12 @@ func testHelmLifecycle(t *testing.T, cp *controlPlane, h *helmClient, podCIDR st
 	}
 	testkit.Eventually(t, 90*time.Second, "no pods of the release", func() bool { return get("get", "pods", "-o", "name") == "" })
 	cp.must("delete", "namespace", ns)
+}
+
+// withKubeconfig is h talking to the cluster of another kubeconfig (a
+// recordingProxy's).
+func (h *helmClient) withKubeconfig(kubeconfig string) *helmClient {
+	c := *h
+	c.env = append(slices.Clone(h.env), "KUBECONFIG="+kubeconfig) // the last value wins
+	return &c
 }
