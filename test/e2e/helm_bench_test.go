@@ -9,7 +9,7 @@ import (
 	"github.com/nodelet/nodelet/test/testkit"
 )
 
-const helmRuns = 3 // installs per Helm version
+const helmRuns = 5 // installs per Helm version
 
 // BenchmarkHelmInstall measures `helm install --wait` of the demo chart
 // (testdata/helm/demo: eight objects, nginx available on a real node with
@@ -64,6 +64,12 @@ func benchHelmInstalls(b *testing.B, cp *controlPlane) {
 	for _, major := range []int{3, 4} {
 		logHelmRequests(b, helms[major].withKubeconfig(p.kubeconfig), p)
 	}
+	// Gone from the API only once the node has released them (upstream's
+	// kubelet: volumes unmounted).
+	testkit.Eventually(b, 2*time.Minute, "no pods", func() bool {
+		out, _, _ := cp.kubectl("get", "pods", "-A", "-o", "name")
+		return strings.TrimSpace(out) == ""
+	})
 }
 
 // logHelmRequests runs the demo chart's install, upgrade, rollback and
