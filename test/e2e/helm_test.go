@@ -122,7 +122,53 @@ func TestHelm(t *testing.T) {
 			testHelmLifecycle(t, cp, newHelm(t, cp, major), podCIDR)
 		})
 	}
+	t.Run("helm3 to helm4", func(t *testing.T) { testHelm3To4(t, cp, newHelm(t, cp, 3), newHelm(t, cp, 4)) })
 	waitNoLeftovers(t, node)
+}
+
+// testHelm3To4: a release Helm 3 installed (client-side apply, its
+// fields owned by the Update entries of manager "helm") is upgraded by
+// Helm 4 with --server-side=true: Helm 4 patches each object's
+// managedFields into its own Apply entry (a JSON patch, upstream's
+// csaupgrade), then applies; rolled back and uninstalled by Helm 4.
+func testHelm3To4(t *testing.T, cp *controlPlane, h3, h4 *helmClient) {
+	ns, release := "helm3to4", "demo"
+	t.Cleanup(func() {
+		h4.run("uninstall", release, "-n", ns, "--ignore-not-found", "--wait", "--timeout", "2m")
+		cp.kubectl("delete", "namespace", ns, "--ignore-not-found", "--timeout=120s")
+	})
+	managers := func(obj string) string {
+		out, _, _ := cp.kubectl("-n", ns, "get", obj, "--show-managed-fields", "-o",
+			`jsonpath={range .metadata.managedFields[?(@.manager=="helm")]}{.operation} {end}`)
+		return strings.TrimSpace(out)
+	}
+	h3.must("install", release, demoChart, "-n", ns, "--create-namespace", "--wait", "--timeout", "3m")
+	if got := managers("configmap/" + release + "-config"); got != "Update" {
+		t.Errorf("after Helm 3's install: the ConfigMap's helm entries %q, want Update", got)
+	}
+	h4.must("upgrade", release, demoChart, "-n", ns, "--server-side=true", "--set", "message=helm4", "--wait", "--timeout", "3m")
+	for _, obj := range demoObjects(ns, release) {
+		if got := managers(obj); got != "Apply" {
+			t.Errorf("after Helm 4's upgrade: %s's helm entries %q, want Apply only", obj, got)
+		}
+	}
+	if got, _, _ := cp.kubectl("-n", ns, "get", "configmap", release+"-config", "-o", "jsonpath={.data.message}"); got != "helm4" {
+		t.Errorf("after Helm 4's upgrade: the ConfigMap's message is %q", got)
+	}
+	h4.must("rollback", release, "1", "-n", ns, "--wait", "--timeout", "3m")
+	if got, _, _ := cp.kubectl("-n", ns, "get", "configmap", release+"-config", "-o", "jsonpath={.data.message}"); got != "hello from helm" {
+		t.Errorf("after Helm 4's rollback: the ConfigMap's message is %q", got)
+	}
+	h4.must("uninstall", release, "-n", ns, "--wait", "--timeout", "3m")
+	for _, obj := range demoObjects(ns, release) {
+		if got, _, _ := cp.kubectl("-n", ns, "get", obj, "--ignore-not-found", "-o", "name"); got != "" {
+			t.Errorf("after uninstall: %s is still there", got)
+		}
+	}
+	testkit.Eventually(t, 90*time.Second, "no pods of the release", func() bool {
+		out, _, _ := cp.kubectl("-n", ns, "get", "pods", "-o", "name")
+		return strings.TrimSpace(out) == ""
+	})
 }
 
 // demoObjects are the objects the demo chart makes for a release in ns,
@@ -143,6 +189,12 @@ func demoObjects(ns, release string) []string {
 
 func testHelmLifecycle(t *testing.T, cp *controlPlane, h *helmClient, podCIDR string) {
 	ns, release := fmt.Sprintf("helm%d", h.major), "demo"
+	// A failed step leaves nothing behind for the next Helm or the node's
+	// leftover check.
+	t.Cleanup(func() {
+		h.run("uninstall", release, "-n", ns, "--ignore-not-found", "--wait", "--timeout", "2m")
+		cp.kubectl("delete", "namespace", ns, "--ignore-not-found", "--timeout=120s")
+	})
 	get := func(args ...string) string {
 		out, _, _ := cp.kubectl(append([]string{"-n", ns}, args...)...)
 		return strings.TrimSpace(out)
@@ -190,6 +242,17 @@ func testHelmLifecycle(t *testing.T, cp *controlPlane, h *helmClient, podCIDR st
 		}
 	}
 	testkit.Eventually(t, 60*time.Second, "the page through the Service", func() bool { return page() == "<p>hello from helm</p>" })
+	// The chart's test hook: a pod fetching the page by the Service's
+	// DNS name (Helm watches it to its end, then deletes it; a failed one
+	// stays, with its log. Helm 3's --logs cannot read a deleted pod's).
+	helmTest := func() {
+		t.Helper()
+		if out, errOut, err := h.run("test", release, "-n", ns, "--timeout", "2m"); err != nil {
+			logs, _, _ := cp.kubectl("-n", ns, "logs", release+"-page-test")
+			t.Fatalf("helm %d test: %v\n%s%s\nthe test pod's log:\n%s", h.major, err, out, errOut, logs)
+		}
+	}
+	helmTest()
 	checksum1 := get("get", "deployment", release, "-o", `jsonpath={.spec.template.metadata.annotations.checksum/config}`)
 
 	// A changed value changes the ConfigMap, whose checksum in the pod
@@ -213,6 +276,8 @@ func testHelmLifecycle(t *testing.T, cp *controlPlane, h *helmClient, podCIDR st
 	if got := h.must("get", "values", release, "-n", ns, "-o", "json"); strings.TrimSpace(got) != `{"message":"upgraded"}` {
 		t.Errorf("helm get values: %s", got)
 	}
+
+	helmTest()
 
 	revs := h.history(ns, release)
 	if len(revs) != 2 || revs[0].Status != "superseded" || revs[1].Status != "deployed" || revs[1].Revision != 2 {
