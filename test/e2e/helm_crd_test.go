@@ -1,13 +1,3 @@
-//go:build helmcrd
-
-// TestHelmCRD needs CustomResourceDefinitions, which the API server does
-// not serve yet (branch crd). Until they land it is out of the default
-// run; run it with
-//
-//	go test -tags helmcrd -run '^TestHelmCRD$' ./test/e2e/
-//
-// and drop this build constraint when CRDs are served.
-
 package e2e
 
 import (
