@@ -235,6 +235,11 @@ func testHelmLifecycle(t *testing.T, cp *controlPlane, h *helmClient, podCIDR st
 	if got := get("get", "secret", "-l", "owner=helm,name="+release, "-o", "jsonpath={.items[*].metadata.name} {.items[*].metadata.labels.status}"); got != "sh.helm.release.v1.demo.v1 deployed" {
 		t.Errorf("the release's storage: %q, want its first Secret, deployed", got)
 	}
+	// helm list -A: every namespace's release Secrets, by label selector.
+	var listed []struct{ Name, Namespace, Status string }
+	if out := h.must("list", "-A", "-o", "json"); json.Unmarshal([]byte(out), &listed) != nil || !slices.Contains(listed, struct{ Name, Namespace, Status string }{release, ns, "deployed"}) {
+		t.Errorf("helm list -A: %s, want %s in %s deployed", out, release, ns)
+	}
 	sa := "system:serviceaccount:" + ns + ":" + release
 	for _, can := range [][]string{{"get", "configmap/" + release + "-config"}, {"list", "nodes"}} {
 		if got := get("auth", "can-i", can[0], can[1], "--as", sa); got != "yes" {
