@@ -123,7 +123,7 @@ func TestAPIProxyOnRealNode(t *testing.T) {
 
 // freeCIDR picks a PREFIX.X.0/24 that no host route but the default
 // covers (tests may run while another test's routes exist).
-func freeCIDR(t *testing.T, prefix string) string {
+func freeCIDR(t testing.TB, prefix string) string {
 	t.Helper()
 	start := time.Now().Nanosecond()
 	for i := range 250 {
@@ -146,7 +146,7 @@ func freeCIDR(t *testing.T, prefix string) string {
 
 // routePodsThrough sends the host's traffic for podCIDR to the node's
 // namespace, which forwards it to its pods' bridge, until the test ends.
-func routePodsThrough(t *testing.T, node *realNode, podCIDR string) {
+func routePodsThrough(t testing.TB, node *realNode, podCIDR string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

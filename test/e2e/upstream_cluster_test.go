@@ -471,6 +471,10 @@ func importUpstreamImages(b testing.TB, addr, dir string) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	nginx, _, err := images.Nginx(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
 	pause, _, err := images.Pause(dir, filepath.Join(binDir, "pause"))
 	if err != nil {
 		b.Fatal(err)
@@ -482,7 +486,7 @@ func importUpstreamImages(b testing.TB, addr, dir string) {
 		b.Fatal(err)
 	}
 	defer rt.Close()
-	for _, archive := range []string{busybox, pause} {
+	for _, archive := range []string{busybox, nginx, pause} {
 		if _, err := rt.ImportArchive(context.Background(), archive); err != nil {
 			b.Fatal(err)
 		}
