@@ -88,7 +88,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./gc/ ./eviction/
 	$(GO) test -run '^$$' -bench . -benchtime 30x ./proxy/
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./clusterdns/
-	$(GO) test -run '^$$' -bench 'PodStartup|DebugCommands|KubectlDebug|HelmInstall|LocalPathClaim|ExternalProvisionerClaim|NodeletRestartWithVolumes|ControlPlaneCreates|ProbeOverhead|Lab|NodeMemory|Workloads' -benchtime 1x -timeout 45m ./test/e2e/
+	$(GO) test -run '^$$' -bench 'PodStartup|DebugCommands|KubectlDebug|HelmInstall|LocalPathClaim|ExternalProvisionerClaim|NodeletRestartWithVolumes|ControlPlaneCreates|CustomResourceCreates|MemoryWithCRDs|ProbeOverhead|Lab|NodeMemory|Workloads' -benchtime 1x -timeout 45m ./test/e2e/
 
 clean:
 	rm -rf $(BIN) _output
