@@ -81,7 +81,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzAuthenticateToken$$' -fuzztime $(FUZZTIME) ./controlplane/satoken/
 
 e2e: build
-	$(GO) test -count=1 -timeout 20m ./test/e2e/...
+	$(GO) test -count=1 -timeout 35m ./test/e2e/...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./controlplane/storage/bolt/ ./controlplane/apiserver/ ./controlplane/scheduler/
