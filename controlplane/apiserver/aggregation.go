@@ -168,15 +168,16 @@ func (s *Server) serveRemote(w http.ResponseWriter, r *http.Request, t *remoteTa
 	}
 	loc.Path, loc.RawQuery = r.URL.Path, r.URL.RawQuery
 	// The caller's credentials are for us; who the caller is travels in
-	// the front-proxy headers the transport sets.
+	// the front-proxy headers, set on the request itself so that upgrade
+	// requests (dialled directly, not through the transport) carry them.
 	r.Header.Del("Authorization")
 	for name := range r.Header {
 		if strings.HasPrefix(name, "Impersonate-") || strings.HasPrefix(name, "X-Remote-") {
 			r.Header.Del(name)
 		}
 	}
-	rt := transport.NewAuthProxyRoundTripper(u.GetName(), u.GetUID(), u.GetGroups(), u.GetExtra(), t.transport)
-	h := utilproxy.NewUpgradeAwareHandler(loc, rt, true, false, proxyResponder{s, "extension API server"})
+	transport.SetAuthProxyHeaders(r, u.GetName(), u.GetUID(), u.GetGroups(), u.GetExtra())
+	h := utilproxy.NewUpgradeAwareHandler(loc, t.transport, true, false, proxyResponder{s, "extension API server"})
 	h.UseLocationHost = true
 	h.ServeHTTP(w, r)
 }
