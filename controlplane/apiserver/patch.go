@@ -39,6 +39,17 @@ func (s *Server) readPatch(r *http.Request) (string, []byte, error) {
 	return mt, body, nil
 }
 
+// Upstream's bounds on a JSON patch: at most maxJSONPatchOperations
+// operations (413 beyond), and copy operations may add at most
+// maxJSONPatchCopyBytes to the document (genericapiserver's
+// JSONPatchMaxCopyBytes, the request body limit): without them forty
+// copies of a growing array exhaust the server's memory
+// (CVE-2019-1002100).
+const (
+	maxJSONPatchOperations = 10000
+	maxJSONPatchCopyBytes  = DefaultMaxBodyBytes
+)
+
 // applyPatch applies patch to the JSON document cur. schemaObj is a value
 // of the document's Go type, which strategic merge patch reads its merge
 // keys from.
@@ -51,7 +62,11 @@ func applyPatch(patchType string, cur, patch []byte, schemaObj any) ([]byte, err
 		if derr != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid JSON patch: %v", derr))
 		}
-		out, err = p.Apply(cur)
+		if len(p) > maxJSONPatchOperations {
+			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf(
+				"The allowed maximum operations in a JSON patch is %d, got %d", maxJSONPatchOperations, len(p)))
+		}
+		out, err = applyJSONPatch(p, cur)
 	case types.MergePatchType:
 		if !json.Valid(patch) {
 			return nil, apierrors.NewBadRequest("invalid merge patch: body is not JSON")
@@ -69,6 +84,13 @@ func applyPatch(patchType string, cur, patch []byte, schemaObj any) ([]byte, err
 		return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", schema.GroupResource{}, "", err.Error(), 0, false)
 	}
 	return out, nil
+}
+
+// applyJSONPatch applies a decoded JSON patch within the copy bound.
+func applyJSONPatch(p jsonpatch.Patch, cur []byte) ([]byte, error) {
+	opts := jsonpatch.NewApplyOptions()
+	opts.AccumulatedCopySizeLimit = maxJSONPatchCopyBytes
+	return p.ApplyWithOptions(cur, opts)
 }
 
 // patchPinsRV reports whether the patch itself sets metadata.resourceVersion,
