@@ -110,6 +110,10 @@ type Server struct {
 	openAPI *openapi.Set
 	// discovery answers /api and /apis in the aggregated form.
 	discovery *aggregatedDiscovery
+	// health answers /healthz, /livez and /readyz; shuttingDown closes
+	// when Serve's context ends.
+	health       http.Handler
+	shuttingDown chan struct{}
 	// remote is the group-versions extension API servers serve.
 	remote remoteAPIs
 	// fields keeps managedFields and merges server-side apply, with
@@ -158,6 +162,8 @@ func New(cfg Config) (*Server, error) {
 		documented = append(append([]*registry.Resource(nil), documented...), metricsNodes, metricsPods)
 	}
 	s.discovery = newAggregatedDiscovery(s.serveCoreVersions, s.serveGroups)
+	s.shuttingDown = make(chan struct{})
+	s.health = s.newHealthHandler(cfg.Ready)
 	s.openAPI = openapi.NewSet()
 	openapi.AddBuiltins(s.openAPI, documented, cfg.Version.GitVersion)
 	s.fields = newFieldManagers(s.openAPI, documented)
@@ -220,6 +226,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	close(s.shuttingDown)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
@@ -382,14 +389,8 @@ func (s *Server) servePublic(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/version":
 		writeJSON(w, http.StatusOK, s.cfg.Version)
-	case strings.HasPrefix(r.URL.Path, "/readyz") && s.cfg.Ready != nil:
-		if err := s.cfg.Ready(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		w.Write([]byte("ok"))
 	default:
-		w.Write([]byte("ok"))
+		s.health.ServeHTTP(w, r)
 	}
 }
 

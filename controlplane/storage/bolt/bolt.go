@@ -56,6 +56,9 @@ type Store struct {
 	// drain answers every request that did.
 	enqueue  sync.RWMutex
 	shutting bool
+	// commitStart is when the commit in progress began (Unix
+	// nanoseconds), 0 between commits: Check reads it.
+	commitStart atomic.Int64
 }
 
 type opKind int

@@ -1,8 +1,10 @@
 package bolt
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -49,6 +51,8 @@ func (s *Store) failPending() {
 }
 
 func (s *Store) commit(batch []*writeReq) {
+	s.commitStart.Store(time.Now().UnixNano())
+	defer s.commitStart.Store(0)
 	results := make([]writeResult, len(batch))
 	var events []storage.Event
 	err := s.db.Update(func(tx *bolt.Tx) error {
@@ -148,5 +152,44 @@ func decode(key string, v []byte) storage.KV {
 		Value:          val,
 		CreateRevision: int64(binary.BigEndian.Uint64(v[0:8])),
 		ModRevision:    int64(binary.BigEndian.Uint64(v[8:16])),
+	}
+}
+
+// commitStallAfter is how long one commit (one bbolt transaction and its
+// fsync, normally milliseconds) may run before Check calls the store
+// unhealthy.
+const commitStallAfter = 10 * time.Second
+
+// Check reports the store unhealthy when it is closed, when a commit has
+// run longer than commitStallAfter, or when a read transaction cannot be
+// had before ctx ends.
+func (s *Store) Check(ctx context.Context) error {
+	select {
+	case <-s.done:
+		return storage.ErrClosed
+	default:
+	}
+	if start := s.commitStart.Load(); start != 0 {
+		if d := time.Since(time.Unix(0, start)); d > commitStallAfter {
+			return fmt.Errorf("a commit has been running for %s", d.Round(time.Second))
+		}
+	}
+	read := make(chan error, 1)
+	go func() {
+		read <- s.db.View(func(tx *bolt.Tx) error {
+			if tx.Bucket(bucketMeta) == nil {
+				return fmt.Errorf("no meta bucket")
+			}
+			return nil
+		})
+	}()
+	select {
+	case err := <-read:
+		if err != nil {
+			return fmt.Errorf("storage read: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("storage read: %w", ctx.Err())
 	}
 }
