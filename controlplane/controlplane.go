@@ -61,6 +61,12 @@ type Config struct {
 	// (refused by the authorizer, 403) instead of 401, as upstream's
 	// --anonymous-auth.
 	AnonymousAuth bool
+	// MaxRequestsInflight, MaxMutatingRequestsInflight and RequestTimeout
+	// are upstream's --max-requests-inflight (0: no limit),
+	// --max-mutating-requests-inflight and --request-timeout (0: none).
+	MaxRequestsInflight         int
+	MaxMutatingRequestsInflight int
+	RequestTimeout              time.Duration
 	// AllowPrivileged lets pods run privileged containers (upstream's
 	// --allow-privileged, which kubeadm and k3s turn on); false refuses
 	// them in validation as "disallowed by cluster policy".
@@ -246,27 +252,30 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	// server exists; /readyz waits for it too.
 	crdsReady := &crds.Readiness{}
 	srv, err := apiserver.New(apiserver.Config{
-		FrontProxy:       &agg.frontProxy.Client,
-		Endpoints:        agg.resolver,
-		Store:            store,
-		Resources:        resources,
-		Tokens:           tokens,
-		Admission:        []apiserver.Admission{acc.authz.Escalation(), acc.chain},
-		Validator:        validator,
-		Address:          net.JoinHostPort(c.cfg.BindAddress, strconv.Itoa(c.cfg.SecurePort)),
-		TLS:              bundle.TLSConfig(),
-		Authn:            authn,
-		Authz:            acc.authz,
-		Ready:            func() error { return readyAll(acc.ready, crdsReady.Check) },
-		ServiceCIDR:      c.cfg.ServiceCIDR,
-		AdvertiseAddress: advertise,
-		AdvertisePort:    c.cfg.SecurePort,
-		ClusterDNSIP:     c.cfg.ClusterDNSIP,
-		Version:          buildinfo.Info(),
-		Nodes:            nodes,
-		Metrics:          metrics,
-		RequestMetrics:   reqMetrics,
-		Log:              c.cfg.Log,
+		MaxRequestsInflight:         c.cfg.MaxRequestsInflight,
+		MaxMutatingRequestsInflight: c.cfg.MaxMutatingRequestsInflight,
+		RequestTimeout:              c.cfg.RequestTimeout,
+		FrontProxy:                  &agg.frontProxy.Client,
+		Endpoints:                   agg.resolver,
+		Store:                       store,
+		Resources:                   resources,
+		Tokens:                      tokens,
+		Admission:                   []apiserver.Admission{acc.authz.Escalation(), acc.chain},
+		Validator:                   validator,
+		Address:                     net.JoinHostPort(c.cfg.BindAddress, strconv.Itoa(c.cfg.SecurePort)),
+		TLS:                         bundle.TLSConfig(),
+		Authn:                       authn,
+		Authz:                       acc.authz,
+		Ready:                       func() error { return readyAll(acc.ready, crdsReady.Check) },
+		ServiceCIDR:                 c.cfg.ServiceCIDR,
+		AdvertiseAddress:            advertise,
+		AdvertisePort:               c.cfg.SecurePort,
+		ClusterDNSIP:                c.cfg.ClusterDNSIP,
+		Version:                     buildinfo.Info(),
+		Nodes:                       nodes,
+		Metrics:                     metrics,
+		RequestMetrics:              reqMetrics,
+		Log:                         c.cfg.Log,
 	})
 	if err != nil {
 		return fmt.Errorf("api server: %w", err)

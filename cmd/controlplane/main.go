@@ -27,6 +27,7 @@ import (
 
 	"github.com/nodelet/nodelet/buildinfo"
 	"github.com/nodelet/nodelet/controlplane"
+	"github.com/nodelet/nodelet/controlplane/apiserver"
 	"github.com/nodelet/nodelet/controlplane/controllers/podgc"
 	"github.com/nodelet/nodelet/controlplane/controllers/upstream"
 	"github.com/nodelet/nodelet/controlplane/pki"
@@ -64,6 +65,9 @@ func run(args []string) error {
 	fs.Var(&sans, "tls-san", "extra DNS name or IP for the serving certificate (repeatable)")
 	fs.StringVar(&cfg.TokenAuthFile, "token-auth-file", "", "static bearer tokens: token,user,uid,\"group1,group2\" per line")
 	fs.BoolVar(&cfg.AllowPrivileged, "allow-privileged", true, "allow pods with privileged containers (false refuses them, as upstream's kube-apiserver does by default; kubeadm turns it on)")
+	fs.IntVar(&cfg.MaxRequestsInflight, "max-requests-inflight", apiserver.DefaultMaxRequestsInflight, "the most read-only requests served at once (more get 429); 0 for no limit")
+	fs.IntVar(&cfg.MaxMutatingRequestsInflight, "max-mutating-requests-inflight", apiserver.DefaultMaxMutatingRequestsInflight, "the most mutating requests served at once (more get 429); 0 for no limit")
+	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", apiserver.DefaultRequestTimeout, "how long a request may take before it is cut off with 504, watches, exec, attach, logs, port-forward and proxy excepted; 0 for no limit")
 	fs.BoolVar(&cfg.AnonymousAuth, "anonymous-auth", false, "treat requests without credentials as system:anonymous (group system:unauthenticated) instead of refusing them with 401")
 	fs.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "address pods and nodes use to reach the API server (default: the bind address, or the host's first global address)")
 	fs.StringVar(&cfg.ServiceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "CIDR that Service cluster IPs are allocated from")

@@ -28,6 +28,9 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 		if errors.As(err, &tooLarge) {
 			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", limit))
 		}
+		if isTimeout(err) {
+			return nil, timeoutError()
+		}
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("read request body: %v", err))
 	}
 	return body, nil
@@ -151,7 +154,11 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // are internal errors: they are logged by the caller and reported as 500.
 func writeError(w http.ResponseWriter, err error) {
 	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
+	switch {
+	case errors.As(err, &status):
+	case isTimeout(err):
+		status = timeoutError().(apierrors.APIStatus)
+	default:
 		status = apierrors.NewInternalError(err)
 	}
 	st := status.Status()

@@ -23,6 +23,7 @@ import (
 // testEnv is an in-process API server on real bbolt and real TLS.
 type testEnv struct {
 	srv    *Server
+	bundle *pki.Bundle
 	store  *bolt.Store
 	ts     *httptest.Server
 	config *rest.Config
@@ -73,7 +74,7 @@ func newTestEnvWith(tb testing.TB, hub storage.HubOptions, wrap func(http.Handle
 	if err != nil {
 		tb.Fatal(err)
 	}
-	env := &testEnv{srv: srv, store: store, ts: ts, config: &rest.Config{
+	env := &testEnv{srv: srv, bundle: bundle, store: store, ts: ts, config: &rest.Config{
 		Host: ts.URL, QPS: -1,
 		TLSClientConfig: rest.TLSClientConfig{CAData: bundle.CAPEM(), CertData: certPEM, KeyData: keyPEM},
 	}}

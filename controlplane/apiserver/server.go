@@ -38,6 +38,14 @@ const DefaultMaxBodyBytes = 3 << 20
 
 // Config wires a Server.
 type Config struct {
+	// MaxRequestsInflight and MaxMutatingRequestsInflight bound the
+	// read-only and the mutating requests served at once (0: no limit;
+	// the control plane passes upstream's 400 and 200). RequestTimeout
+	// bounds each request that is not long-running (0: none).
+	MaxRequestsInflight         int
+	MaxMutatingRequestsInflight int
+	RequestTimeout              time.Duration
+
 	// FrontProxy is the client certificate presented to extension API
 	// servers (aggregation.go); Endpoints resolves their Services. Both
 	// are needed only once a RemoteAPI is set.
@@ -110,6 +118,8 @@ type Server struct {
 	openAPI *openapi.Set
 	// discovery answers /api and /apis in the aggregated form.
 	discovery *aggregatedDiscovery
+	// inflight limits the requests served at once.
+	inflight *inflight
 	// health answers /healthz, /livez and /readyz; shuttingDown closes
 	// when Serve's context ends.
 	health       http.Handler
@@ -163,6 +173,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.discovery = newAggregatedDiscovery(s.serveCoreVersions, s.serveGroups)
 	s.shuttingDown = make(chan struct{})
+	s.inflight = newInflight(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight)
 	s.health = s.newHealthHandler(cfg.Ready)
 	s.openAPI = openapi.NewSet()
 	openapi.AddBuiltins(s.openAPI, documented, cfg.Version.GitVersion)
@@ -207,7 +218,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		TLSConfig:         s.cfg.TLS,
-		ReadHeaderTimeout: 30 * time.Second,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
@@ -289,6 +301,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		dropImpersonationHeaders(r.Header)
 		r = r.WithContext(genericrequest.WithUser(r.Context(), u))
 	}
+	r, release, ok := s.limitRequest(w, r)
+	if !ok {
+		return
+	}
+	defer release()
 	s.serveAuthorized(w, r)
 }
 
