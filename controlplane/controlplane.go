@@ -67,6 +67,8 @@ type Config struct {
 	MaxRequestsInflight         int
 	MaxMutatingRequestsInflight int
 	RequestTimeout              time.Duration
+	// EventTTL is upstream's --event-ttl (0: Events are kept forever).
+	EventTTL time.Duration
 	// AllowPrivileged lets pods run privileged containers (upstream's
 	// --allow-privileged, which kubeadm and k3s turn on); false refuses
 	// them in validation as "disallowed by cluster policy".
@@ -255,6 +257,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		MaxRequestsInflight:         c.cfg.MaxRequestsInflight,
 		MaxMutatingRequestsInflight: c.cfg.MaxMutatingRequestsInflight,
 		RequestTimeout:              c.cfg.RequestTimeout,
+		EventTTL:                    c.cfg.EventTTL,
 		FrontProxy:                  &agg.frontProxy.Client,
 		Endpoints:                   agg.resolver,
 		Store:                       store,

@@ -45,6 +45,9 @@ type Config struct {
 	MaxRequestsInflight         int
 	MaxMutatingRequestsInflight int
 	RequestTimeout              time.Duration
+	// EventTTL is how long Events are kept after they were last recorded
+	// (eventttl.go; 0: forever).
+	EventTTL time.Duration
 
 	// FrontProxy is the client certificate presented to extension API
 	// servers (aggregation.go); Endpoints resolves their Services. Both
@@ -223,6 +226,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	if s.cfg.EventTTL > 0 {
+		go s.runEventTTL(ctx, s.cfg.EventTTL)
 	}
 	errc := make(chan error, 1)
 	go func() {
