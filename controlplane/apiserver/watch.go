@@ -30,11 +30,28 @@ const (
 // grow with the number of watchers. Entries are read-only once made, and
 // kept per served resource: the same stored event reads differently in
 // each version or group a resource is served in.
+//
+// The cache is bounded by count (the ring) and by bytes: an entry is
+// charged watchCacheFactor times its stored value and previous value
+// (the decoded objects and their JSON and protobuf encodings are of that
+// order), and the oldest entries go while the charge is over maxBytes.
 type watchCache struct {
-	mu      sync.Mutex
-	entries map[eventKey]*cachedEvent
-	ring    []eventKey
-	next    int
+	mu       sync.Mutex
+	entries  map[eventKey]*cachedEvent
+	ring     []eventKey
+	next     int
+	bytes    int64
+	maxBytes int64
+}
+
+const (
+	watchCacheBytes  = 128 << 20
+	watchCacheFactor = 4
+)
+
+// charge is what an entry for ev counts against maxBytes.
+func (e *cachedEvent) charge() int64 {
+	return watchCacheFactor * int64(len(e.ev.KV.Value)+len(e.ev.PrevValue))
 }
 
 type eventKey struct {
@@ -58,7 +75,7 @@ type cachedEvent struct {
 }
 
 func newWatchCache(size int) *watchCache {
-	return &watchCache{entries: make(map[eventKey]*cachedEvent, size), ring: make([]eventKey, size)}
+	return &watchCache{entries: make(map[eventKey]*cachedEvent, size), ring: make([]eventKey, size), maxBytes: watchCacheBytes}
 }
 
 func (c *watchCache) get(codec objectCodec, res *registry.Resource, ev storage.Event) *cachedEvent {
@@ -69,11 +86,25 @@ func (c *watchCache) get(codec objectCodec, res *registry.Resource, ev storage.E
 		return e
 	}
 	e := &cachedEvent{codec: codec, res: res, ev: ev}
-	delete(c.entries, c.ring[c.next])
+	c.evict(c.next)
 	c.ring[c.next] = key
 	c.next = (c.next + 1) % len(c.ring)
 	c.entries[key] = e
+	c.bytes += e.charge()
+	// Oldest first: the slots after next, up to the one just filled.
+	for i := c.next; c.bytes > c.maxBytes && i != (c.next+len(c.ring)-1)%len(c.ring); i = (i + 1) % len(c.ring) {
+		c.evict(i)
+	}
 	return e
+}
+
+// evict drops the entry in ring slot i, if any; c.mu held.
+func (c *watchCache) evict(i int) {
+	if old, ok := c.entries[c.ring[i]]; ok {
+		c.bytes -= old.charge()
+		delete(c.entries, c.ring[i])
+	}
+	c.ring[i] = eventKey{}
 }
 
 func (e *cachedEvent) object() (runtime.Object, error) {

@@ -20,6 +20,8 @@ type Hub struct {
 	start      int     // index of the oldest event in ring
 	count      int
 	compacted  int64 // revisions <= compacted are no longer in history
+	bytes      int64 // what the events in ring hold (eventBytes)
+	maxBytes   int64
 	current    int64
 	watchers   map[*hubWatcher]struct{}
 	maxPending int
@@ -30,6 +32,10 @@ type Hub struct {
 type HubOptions struct {
 	// History is the number of events kept for resuming watches (default 10000).
 	History int
+	// HistoryBytes bounds what those events may hold (keys, values and
+	// previous values; default 64 MiB): rewriting large objects must not
+	// pin gigabytes. The oldest events go first; the newest always stays.
+	HistoryBytes int64
 	// MaxPending is how many undelivered events a watcher may hold before
 	// it is cut off (default 10000).
 	MaxPending int
@@ -44,7 +50,11 @@ func NewHub(current int64, opts HubOptions) *Hub {
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = 10000
 	}
+	if opts.HistoryBytes <= 0 {
+		opts.HistoryBytes = DefaultHistoryBytes
+	}
 	return &Hub{
+		maxBytes:   opts.HistoryBytes,
 		ring:       make([]Event, opts.History),
 		compacted:  current,
 		current:    current,
@@ -71,16 +81,35 @@ func (h *Hub) Publish(events []Event) {
 	}
 }
 
+// DefaultHistoryBytes is HubOptions.HistoryBytes's default.
+const DefaultHistoryBytes = 64 << 20
+
+// eventBytes is what an event in history holds.
+func eventBytes(ev Event) int64 {
+	return int64(len(ev.KV.Key) + len(ev.KV.Value) + len(ev.PrevValue))
+}
+
 func (h *Hub) appendHistory(ev Event) {
 	n := len(h.ring)
 	if h.count == n {
-		h.compacted = h.ring[h.start].KV.ModRevision
-		h.ring[h.start] = ev
-		h.start = (h.start + 1) % n
-		return
+		h.dropOldest()
 	}
 	h.ring[(h.start+h.count)%n] = ev
 	h.count++
+	h.bytes += eventBytes(ev)
+	for h.bytes > h.maxBytes && h.count > 1 {
+		h.dropOldest()
+	}
+}
+
+// dropOldest compacts the oldest event out of history.
+func (h *Hub) dropOldest() {
+	old := h.ring[h.start]
+	h.compacted = old.KV.ModRevision
+	h.bytes -= eventBytes(old)
+	h.ring[h.start] = Event{}
+	h.start = (h.start + 1) % len(h.ring)
+	h.count--
 }
 
 // CompactedRevision is the newest revision that is no longer in history.
