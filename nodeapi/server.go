@@ -196,10 +196,17 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Serve serves HTTPS on ln until ctx ends; streams still open then are cut.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	// Upstream kubelet's server timeouts: a request (a log followed, an
+	// exec before it is hijacked) may last four hours, an idle connection
+	// 90 s, headers 1 MiB.
 	srv := &http.Server{
 		Handler:           s.mux,
 		TLSConfig:         s.TLSConfig(),
 		ReadHeaderTimeout: 30 * time.Second,
+		ReadTimeout:       4 * time.Hour,
+		WriteTimeout:      4 * time.Hour,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
