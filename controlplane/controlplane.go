@@ -37,6 +37,7 @@ import (
 	"github.com/nodelet/nodelet/controlplane/apivalidation"
 	"github.com/nodelet/nodelet/controlplane/authorization"
 	"github.com/nodelet/nodelet/controlplane/crds"
+	"github.com/nodelet/nodelet/controlplane/flowcontrol"
 	"github.com/nodelet/nodelet/controlplane/nodeclient"
 	"github.com/nodelet/nodelet/controlplane/nodemetrics"
 	"github.com/nodelet/nodelet/controlplane/pki"
@@ -317,6 +318,11 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		}
 		return nil
 	})
+	apf, err := flowcontrol.New(flowcontrol.Config{Client: loopbackCS, Log: c.cfg.Log})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return apf.Run(ctx) })
 	g.Go(func() error {
 		if err := agg.run(ctx, c, srv, bundle, loopback, loopbackCS); err != nil && ctx.Err() == nil {
 			return fmt.Errorf("aggregator: %w", err)

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -35,7 +36,7 @@ func newProtobufSerializer() (runtime.Serializer, error) {
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, appsv1.AddToScheme, authenticationv1.AddToScheme, authorizationv1.AddToScheme, coordinationv1.AddToScheme,
 		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
-		eventsv1.AddToScheme, batchv1.AddToScheme, admissionregistrationv1.AddToScheme,
+		eventsv1.AddToScheme, flowcontrolv1.AddToScheme, batchv1.AddToScheme, admissionregistrationv1.AddToScheme,
 		policyv1.AddToScheme, rbacv1.AddToScheme, schedulingv1.AddToScheme, storagev1.AddToScheme, nodev1.AddToScheme,
 		apiregistrationv1.AddToScheme, apiextensionsv1.AddToScheme, metav1.AddMetaToScheme,
 	} {

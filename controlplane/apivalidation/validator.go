@@ -38,6 +38,8 @@ import (
 	discoveryv1 "k8s.io/kubernetes/pkg/apis/discovery/v1"
 	"k8s.io/kubernetes/pkg/apis/events"
 	eventsapiv1 "k8s.io/kubernetes/pkg/apis/events/v1"
+	"k8s.io/kubernetes/pkg/apis/flowcontrol"
+	flowcontrolapiv1 "k8s.io/kubernetes/pkg/apis/flowcontrol/v1"
 	"k8s.io/kubernetes/pkg/apis/node"
 	nodev1 "k8s.io/kubernetes/pkg/apis/node/v1"
 	"k8s.io/kubernetes/pkg/apis/policy"
@@ -72,6 +74,7 @@ func New() *Validator {
 		node.AddToScheme, nodev1.AddToScheme,
 		autoscaling.AddToScheme, autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
 		events.AddToScheme, eventsapiv1.AddToScheme,
+		flowcontrol.AddToScheme, flowcontrolapiv1.AddToScheme,
 		authentication.AddToScheme, authenticationapiv1.AddToScheme,
 		rbac.AddToScheme, rbacapiv1.AddToScheme,
 		storage.AddToScheme, storageapiv1.AddToScheme,
@@ -198,6 +201,9 @@ func (v *Validator) Validate(obj runtime.Object) field.ErrorList {
 	if errs, ok := validateAPIRegistration(in, nil, false); ok {
 		return errs
 	}
+	if errs, ok := validateFlowControl(in, nil, false); ok {
+		return errs
+	}
 	return unsupported("create", obj)
 }
 
@@ -231,6 +237,9 @@ func (v *Validator) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
 	if errs, ok := validateAPIRegistration(in, oldIn, false); ok {
 		return errs
 	}
+	if errs, ok := validateFlowControl(in, oldIn, false); ok {
+		return errs
+	}
 	return unsupported("update", obj)
 }
 
@@ -250,6 +259,9 @@ func (v *Validator) ValidateStatusUpdate(obj, old runtime.Object) field.ErrorLis
 		return errs
 	}
 	if errs, ok := validateAPIRegistration(in, oldIn, true); ok {
+		return errs
+	}
+	if errs, ok := validateFlowControl(in, oldIn, true); ok {
 		return errs
 	}
 	return unsupported("status update", obj)

@@ -52,6 +52,7 @@ func AllWith(v *apivalidation.Validator) []*Resource {
 	resources = append(resources, csiDriverResource(), volumeAttachmentResource(),
 		storageClassResource(), csiNodeResource(), csiStorageCapacityResource())
 	resources = append(resources, admissionRegistrationResources()...)
+	resources = append(resources, flowControlResources()...)
 	resources = append(resources,
 		apiServiceResource(),
 		priorityClassResource(),

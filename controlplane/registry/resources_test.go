@@ -63,6 +63,8 @@ func TestAllResources(t *testing.T) {
 		{"validatingadmissionpolicybindings", "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", false, nil, nil, true, false, true},
 		{"validatingwebhookconfigurations", "admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", false, nil, nil, true, false, true},
 		{"apiservices", "apiregistration.k8s.io/v1", "APIService", false, nil, []string{"status"}, true, false, false},
+		{"flowschemas", "flowcontrol.apiserver.k8s.io/v1", "FlowSchema", false, nil, []string{"status"}, true, false, true},
+		{"prioritylevelconfigurations", "flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration", false, nil, []string{"status"}, true, false, true},
 		{"customresourcedefinitions", "apiextensions.k8s.io/v1", "CustomResourceDefinition", false, []string{"crd", "crds"}, []string{"status"}, true, false, true},
 	}
 	stored := 0
