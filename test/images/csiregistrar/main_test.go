@@ -52,9 +52,15 @@ func TestRegistrar(t *testing.T) {
 			PluginRegistrationPath: regDir})
 	}()
 	regSock := filepath.Join(regDir, "test.csi.nodelet.io-reg.sock")
-	testkit.Eventually(t, 10*time.Second, "the registration socket", func() bool {
-		_, err := os.Stat(regSock)
-		return err == nil
+	// The socket file exists from bind(), before listen(): wait until it
+	// accepts.
+	testkit.Eventually(t, 10*time.Second, "the registration socket accepting", func() bool {
+		c, err := net.Dial("unix", regSock)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
 	})
 	conn, err := grpc.NewClient("unix://"+regSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
