@@ -70,6 +70,9 @@ type Config struct {
 	RequestTimeout              time.Duration
 	// EventTTL is upstream's --event-ttl (0: Events are kept forever).
 	EventTTL time.Duration
+	// EncryptionProviderConfig is upstream's --encryption-provider-config:
+	// the resources it names are encrypted at rest (encryption.go).
+	EncryptionProviderConfig string
 	// AllowPrivileged lets pods run privileged containers (upstream's
 	// --allow-privileged, which kubeadm and k3s turn on); false refuses
 	// them in validation as "disallowed by cluster policy".
@@ -181,7 +184,11 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		return fmt.Errorf("storage: %w", err)
 	}
 	defer db.Close()
-	store, err := storage.NewInstrumented(db, reg)
+	sealed, err := c.encryptAtRest(ctx, db)
+	if err != nil {
+		return err
+	}
+	store, err := storage.NewInstrumented(sealed, reg)
 	if err != nil {
 		return err
 	}

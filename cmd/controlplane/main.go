@@ -68,6 +68,7 @@ func run(args []string) error {
 	fs.IntVar(&cfg.MaxRequestsInflight, "max-requests-inflight", apiserver.DefaultMaxRequestsInflight, "the most read-only requests served at once (more get 429); 0 for no limit")
 	fs.IntVar(&cfg.MaxMutatingRequestsInflight, "max-mutating-requests-inflight", apiserver.DefaultMaxMutatingRequestsInflight, "the most mutating requests served at once (more get 429); 0 for no limit")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", apiserver.DefaultRequestTimeout, "how long a request may take before it is cut off with 504, watches, exec, attach, logs, port-forward and proxy excepted; 0 for no limit")
+	fs.StringVar(&cfg.EncryptionProviderConfig, "encryption-provider-config", "", "an EncryptionConfiguration file (apiserver.config.k8s.io/v1): the resources it names are encrypted at rest with its first provider")
 	fs.DurationVar(&cfg.EventTTL, "event-ttl", apiserver.DefaultEventTTL, "how long Events are kept after they were last recorded; 0 keeps them forever")
 	fs.BoolVar(&cfg.AnonymousAuth, "anonymous-auth", false, "treat requests without credentials as system:anonymous (group system:unauthenticated) instead of refusing them with 401")
 	fs.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "address pods and nodes use to reach the API server (default: the bind address, or the host's first global address)")

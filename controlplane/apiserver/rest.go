@@ -499,7 +499,9 @@ func (s *Server) storeUpdate(ctx context.Context, res *registry.Resource, obj, c
 	if err != nil {
 		return nil, err
 	}
-	if string(data) == string(kv.Value) {
+	// A stale value (encrypted with a key that is no longer the first) is
+	// rewritten even when nothing changed: that is how keys rotate.
+	if string(data) == string(kv.Value) && !kv.Stale {
 		return cur, nil
 	}
 	if dryRun {

@@ -30,6 +30,11 @@ type KV struct {
 	// ModRevision is the revision of the last write to the key. The API
 	// server exposes it as the object's resourceVersion.
 	ModRevision int64
+	// Stale says the value was stored in a form that is no longer the
+	// preferred one (encrypted with a key other than the first, or not
+	// encrypted where it now would be): a write must rewrite it even if it
+	// changes nothing (transform.go).
+	Stale bool
 }
 
 // EventType says what happened to a key.
