@@ -70,6 +70,8 @@ type Config struct {
 	RequestTimeout              time.Duration
 	// EventTTL is upstream's --event-ttl (0: Events are kept forever).
 	EventTTL time.Duration
+	// Audit is upstream's --audit-* flags (audit.go).
+	Audit AuditConfig
 	// EncryptionProviderConfig is upstream's --encryption-provider-config:
 	// the resources it names are encrypted at rest (encryption.go).
 	EncryptionProviderConfig string
@@ -161,6 +163,16 @@ func (c *ControlPlane) LocalURL() string {
 		host = "127.0.0.1"
 	}
 	return "https://" + net.JoinHostPort(host, strconv.Itoa(c.cfg.SecurePort))
+}
+
+// AuditConfig is where the audit log goes and what it records.
+type AuditConfig struct {
+	PolicyFile string
+	// LogPath is the log file, "-" for standard output.
+	LogPath string
+	// MaxSizeMB, MaxBackups and MaxAgeDays rotate the file (0: 100 MB,
+	// all backups, forever).
+	MaxSizeMB, MaxBackups, MaxAgeDays int
 }
 
 // Run starts everything and blocks until ctx ends or a component fails.
@@ -258,6 +270,13 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	auditor, auditLog, err := c.auditor()
+	if err != nil {
+		return err
+	}
+	if auditLog != nil {
+		defer auditLog.Close()
+	}
 	// The CRDs are served by a component of their own, made once the
 	// server exists; /readyz waits for it too.
 	crdsReady := &crds.Readiness{}
@@ -266,6 +285,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		MaxMutatingRequestsInflight: c.cfg.MaxMutatingRequestsInflight,
 		RequestTimeout:              c.cfg.RequestTimeout,
 		EventTTL:                    c.cfg.EventTTL,
+		Audit:                       auditor,
 		FrontProxy:                  &agg.frontProxy.Client,
 		Endpoints:                   agg.resolver,
 		Store:                       store,

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 
@@ -48,6 +49,8 @@ type Config struct {
 	// EventTTL is how long Events are kept after they were last recorded
 	// (eventttl.go; 0: forever).
 	EventTTL time.Duration
+	// Audit, when set, writes the audit log (audit.go).
+	Audit *Auditor
 
 	// FrontProxy is the client certificate presented to extension API
 	// servers (aggregation.go); Endpoints resolves their Services. Both
@@ -293,6 +296,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(genericrequest.WithUser(r.Context(), resp.User))
 	// Impersonation headers (kubectl --as, --as-group) replace the user
 	// once the caller is authorized to impersonate (impersonation.go).
+	var acting user.Info // the impersonated user, if any
 	reqs, err := impersonationRequests(r.Header)
 	if err != nil {
 		writeError(w, err)
@@ -306,6 +310,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		dropImpersonationHeaders(r.Header)
 		r = r.WithContext(genericrequest.WithUser(r.Context(), u))
+		acting = u
+	}
+	if s.cfg.Audit != nil {
+		var done func()
+		w, r, done = s.auditBegin(w, r, resp.User, acting)
+		defer done()
 	}
 	r, release, ok := s.limitRequest(w, r)
 	if !ok {
@@ -324,19 +334,9 @@ func (s *Server) serveAuthorized(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apierrors.NewInternalError(errNoUser))
 		return
 	}
-	info, isResource := parseResourcePath(r.Method, path, r.URL.Query(), s.lookup)
-	attrs := authorizer.AttributesRecord{User: u, Path: path, Verb: strings.ToLower(r.Method)}
+	attrs, info, isResource := s.requestAttributes(r, u)
 	if isResource {
 		noteRequest(w, r, info)
-		attrs = authorizer.AttributesRecord{User: u, ResourceRequest: true, Verb: info.Verb, APIGroup: info.GV.Group,
-			APIVersion: info.GV.Version, Resource: info.ResourceArg, Subresource: info.Subresource,
-			Namespace: info.Namespace, Name: info.Name, Path: path}
-		// A namespace is in itself, as upstream's RequestInfoFactory has
-		// it: a RoleBinding in team may grant access to namespace team.
-		if attrs.APIGroup == "" && attrs.Resource == "namespaces" && attrs.Name != "" {
-			attrs.Namespace = attrs.Name
-		}
-		selectorAttributes(&attrs, r.URL.Query())
 	}
 	decision, reason, err := s.cfg.Authz.Authorize(ctx, &attrs)
 	if decision != authorizer.DecisionAllow {
@@ -365,6 +365,26 @@ func (s *Server) serveAuthorized(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.serveNonResource(w, r)
+}
+
+// requestAttributes are the authorization attributes of r made by u (the
+// audit policy matches the same ones).
+func (s *Server) requestAttributes(r *http.Request, u user.Info) (authorizer.AttributesRecord, requestInfo, bool) {
+	path := r.URL.Path
+	info, isResource := parseResourcePath(r.Method, path, r.URL.Query(), s.lookup)
+	if !isResource {
+		return authorizer.AttributesRecord{User: u, Path: path, Verb: strings.ToLower(r.Method)}, info, false
+	}
+	attrs := authorizer.AttributesRecord{User: u, ResourceRequest: true, Verb: info.Verb, APIGroup: info.GV.Group,
+		APIVersion: info.GV.Version, Resource: info.ResourceArg, Subresource: info.Subresource,
+		Namespace: info.Namespace, Name: info.Name, Path: path}
+	// A namespace is in itself, as upstream's RequestInfoFactory has it: a
+	// RoleBinding in team may grant access to namespace team.
+	if attrs.APIGroup == "" && attrs.Resource == "namespaces" && attrs.Name != "" {
+		attrs.Namespace = attrs.Name
+	}
+	selectorAttributes(&attrs, r.URL.Query())
+	return attrs, info, true
 }
 
 // selectorAttributes records a collection request's field and label
