@@ -39,6 +39,9 @@ type components struct {
 // network and volume managers.
 func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 	c := &components{}
+	if err := volumes.EnsureNodeDir(a.cfg.RootDir); err != nil {
+		return nil, fmt.Errorf("nodelet: root dir: %w", err)
+	}
 	var err error
 	if c.floor, err = cgroups.OwnOOMScoreAdj(); err != nil {
 		return nil, fmt.Errorf("nodelet: read own oom_score_adj: %w", err)
@@ -136,9 +139,6 @@ func (a *Agent) importImages(ctx context.Context, rt *containerd.Runtime) error 
 			}
 			a.log.Info("images imported", "archive", p, "images", refs)
 		}
-	}
-	if err := os.MkdirAll(a.cfg.RootDir, 0o755); err != nil {
-		return fmt.Errorf("nodelet: create root dir %s: %w", a.cfg.RootDir, err)
 	}
 	if err := rt.EnsurePauseImage(ctx, a.cfg.PodInfraImage, a.cfg.PauseBinary, a.cfg.RootDir); err != nil {
 		return fmt.Errorf("nodelet: %w", err)

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"syscall"
@@ -305,6 +306,9 @@ func (c *Runtime) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *cor
 	spec, err := c.containerSpec(ctx, pod, ctr, cfg)
 	if err != nil {
 		return "", wrap("spec", err)
+	}
+	if err := ownTerminationLog(cfg.SpecConfig.TerminationLogPath, spec); err != nil {
+		return "", wrap("termination log", err)
 	}
 	withRuntime, err := c.sandboxRuntime(ctx, cfg.SandboxID)
 	if err != nil {
@@ -602,4 +606,18 @@ func (c *Runtime) rollBack(ctx context.Context, what, id string) {
 	if err := c.removeContainer(cctx, id); err != nil {
 		c.log.Warn("roll back "+what, "id", id, "err", err)
 	}
+}
+
+// ownTerminationLog gives the container's host termination-log file (mode
+// 0660, made by the caller) to the container's user and group, so a
+// container that does not run as root can write it and no other user can.
+func ownTerminationLog(path string, spec *specs.Spec) error {
+	if path == "" || spec.Process == nil {
+		return nil
+	}
+	u := spec.Process.User
+	if err := os.Lchown(path, int(u.UID), int(u.GID)); err != nil {
+		return fmt.Errorf("chown %s to %d:%d: %w", path, u.UID, u.GID, err)
+	}
+	return nil
 }
