@@ -110,7 +110,7 @@ func (a *Agent) setupCgroups(ctx context.Context, c *components) (corev1.Resourc
 	}
 	alloc := nodestatus.Allocatable(nodestatus.Capacity(host, a.maxPods()), a.cfg.SystemReserved, a.cfg.KubeReserved)
 	c.cg, err = cgroups.New(cgroups.Config{Driver: string(c.driver), Root: a.cfg.CgroupRoot, Allocatable: alloc,
-		Log: a.log.With("component", "cgroups")})
+		PidsLimit: a.cfg.PodPidsLimit, Log: a.log.With("component", "cgroups")})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: cgroups: %w", err)
 	}

@@ -89,6 +89,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.systemReserved, "system-reserved", "", "resources kept for the OS, e.g. cpu=500m,memory=256Mi")
 	fs.StringVar(&o.kubeReserved, "kube-reserved", "", "resources kept for the node's daemons, e.g. memory=128Mi")
 	fs.IntVar(&cfg.MaxPods, "max-pods", 110, "pods capacity of the node")
+	fs.Int64Var(&cfg.PodPidsLimit, "pod-max-pids", -1, "maximum number of processes in each pod (its cgroup's pids.max); -1: no limit of its own")
 	fs.StringVar(&o.allowedUnsafeSysctls, "allowed-unsafe-sysctls", "", "comma-separated unsafe sysctls or patterns ending in * that pods may set beside the safe ones, e.g. kernel.msg*,net.core.somaxconn")
 	fs.StringVar(&o.nodeLabels, "node-labels", "", "labels set when the Node is created, key=value,...")
 	fs.StringVar(&o.taints, "register-with-taints", "", "taints set when the Node is created, key=value:Effect,...")

@@ -107,6 +107,12 @@ func (o *options) checks() []check {
 		{"system-reserved", func() error { cfg.SystemReserved, err = parseResourceList(o.systemReserved); return err }},
 		{"kube-reserved", func() error { cfg.KubeReserved, err = parseResourceList(o.kubeReserved); return err }},
 		{"max-pods", func() error { return atLeast(cfg.MaxPods, 1) }},
+		{"pod-max-pids", func() error {
+			if cfg.PodPidsLimit < -1 {
+				return fmt.Errorf("%d is less than -1", cfg.PodPidsLimit)
+			}
+			return nil
+		}},
 		{"allowed-unsafe-sysctls", func() error {
 			cfg.AllowedUnsafeSysctls, err = parseSysctlPatterns(o.allowedUnsafeSysctls)
 			return err

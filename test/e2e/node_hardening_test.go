@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -133,4 +134,104 @@ func asNobody(applet string, args ...string) (string, error) {
 	out, err := hosttools.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups",
 		"--", "/bin/busybox", applet}, args...)...).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
+}
+
+const forkBombPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: forker
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: steady
+    image: busybox:1.36
+    command: ["sleep", "3600"]
+  - name: bomb
+    image: busybox:1.36
+    command: ["/bin/sh", "-c", "while true; do sleep 600 & done"]
+`
+
+// TestNodePodMaxPids: with --pod-max-pids=20 a pod's fork loop stops at
+// the limit: its cgroup's pids.max is 20, pids.current never passes it,
+// the kernel counts refused forks, the pod's other container keeps
+// running and the node stays Ready and runs another pod.
+func TestNodePodMaxPids(t *testing.T) {
+	cp := startControlPlane(t, t.TempDir(), freePort(t))
+	node := startRealNode(t, cp, "node-pids", "--pod-max-pids=20")
+	ready := func() bool {
+		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		return out == "True"
+	}
+	testkit.Eventually(t, 60*time.Second, "node Ready", ready)
+	cp.mustStdin(forkBombPod, "apply", "-f", "-")
+	testkit.Eventually(t, 90*time.Second, "forker running", func() bool {
+		out, _, _ := cp.kubectl("get", "pod", "forker", "-o", "jsonpath={.status.containerStatuses[*].state.running}")
+		return strings.Count(out, "startedAt") >= 1
+	})
+	uid := cp.must("get", "pod", "forker", "-o", "jsonpath={.metadata.uid}")
+	dir := podPidsCgroup(t, node, uid)
+	read := func(f string) string {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if got := read("pids.max"); got != "20" {
+		t.Fatalf("pids.max of the pod's cgroup %s = %q, want 20", dir, got)
+	}
+	// The kernel counts a refused fork in the forking task's cgroup (the
+	// container's, below the pod's) before Linux 6.12's pids.events.local.
+	refused := func() bool {
+		files, _ := filepath.Glob(filepath.Join(dir, "*", "pids.events"))
+		for _, f := range append(files, filepath.Join(dir, "pids.events")) {
+			if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) != "max 0" {
+				return true
+			}
+		}
+		return false
+	}
+	testkit.Eventually(t, 60*time.Second, "forks refused at the limit (pids.events max > 0)", refused)
+	for range 20 { // a few seconds of the loop pushing on the limit
+		cur, err := strconv.Atoi(read("pids.current"))
+		if err != nil || cur > 20 {
+			t.Fatalf("pids.current = %d (%v), over the limit of 20", cur, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out := cp.must("get", "pod", "forker", "-o", `jsonpath={.status.containerStatuses[?(@.name=="steady")].state.running}`); out == "" {
+		t.Errorf("the pod's other container stopped")
+	}
+	if !ready() {
+		t.Fatal("node not Ready with the fork loop running")
+	}
+	cp.must("run", "after", "--image=busybox:1.36", "--restart=Never", "--", "echo", "forked-fine")
+	testkit.Eventually(t, 60*time.Second, "another pod runs", func() bool {
+		out, _, _ := cp.kubectl("logs", "after")
+		return strings.TrimSpace(out) == "forked-fine"
+	})
+
+	cp.must("delete", "pod", "forker", "after", "--wait=false")
+	testkit.Eventually(t, 90*time.Second, "no pods", func() bool {
+		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
+		return strings.TrimSpace(out) == ""
+	})
+	waitNoLeftovers(t, node)
+}
+
+// podPidsCgroup is the directory of the pod's cgroup in the pids
+// hierarchy (v1) or the unified one (v2), under the node's cgroup root.
+func podPidsCgroup(t *testing.T, node *realNode, uid string) string {
+	t.Helper()
+	base := "/sys/fs/cgroup/pids"
+	if _, err := os.Stat(base); err != nil {
+		base = "/sys/fs/cgroup"
+	}
+	for _, pattern := range []string{"kubepods/pod" + uid, "kubepods/*/pod" + uid} {
+		if m, _ := filepath.Glob(filepath.Join(base, node.cgroupRoot, pattern)); len(m) == 1 {
+			return m[0]
+		}
+	}
+	t.Fatalf("no cgroup of pod %s under %s%s", uid, base, node.cgroupRoot)
+	return ""
 }
