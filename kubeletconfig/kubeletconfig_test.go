@@ -13,6 +13,7 @@ const header = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfigur
 // every mapped field, as an operator's file would set it.
 const full = header + `maxPods: 50
 podPidsLimit: 4096
+oomScoreAdj: -900
 cgroupDriver: systemd
 cgroupRoot: /nodelet
 clusterDNS: [10.96.0.10, 10.96.0.11]
@@ -67,6 +68,7 @@ func TestSettingsMapEveryField(t *testing.T) {
 	want := []Setting{
 		{"maxPods", "max-pods", "50"},
 		{"podPidsLimit", "pod-max-pids", "4096"},
+		{"oomScoreAdj", "oom-score-adj", "-900"},
 		{"cgroupDriver", "cgroup-driver", "systemd"},
 		{"cgroupRoot", "cgroup-root", "/nodelet"},
 		{"clusterDNS", "cluster-dns", "10.96.0.10,10.96.0.11"},

@@ -43,6 +43,11 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 		return nil, fmt.Errorf("nodelet: root dir: %w", err)
 	}
 	var err error
+	if a.cfg.OOMScoreAdj != nil {
+		if err := cgroups.SetOwnOOMScoreAdj(*a.cfg.OOMScoreAdj); err != nil {
+			a.log.Info("keeping the oom_score_adj the nodelet was started with", "err", err)
+		}
+	}
 	if c.floor, err = cgroups.OwnOOMScoreAdj(); err != nil {
 		return nil, fmt.Errorf("nodelet: read own oom_score_adj: %w", err)
 	}
