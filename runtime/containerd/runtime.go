@@ -28,6 +28,7 @@ import (
 	"time"
 
 	ctrdclient "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/contrib/seccomp"
 	capability "github.com/containerd/containerd/v2/pkg/cap"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
@@ -52,6 +53,9 @@ type Config struct {
 	Namespace       string // DefaultNamespace when empty
 	SnapshotterName string // containerd's default (overlayfs) when empty
 	Runtime         string // io.containerd.runc.v2 when empty
+	// SeccompProfileRoot holds the Localhost seccomp profiles containers
+	// name (upstream: ROOT-DIR/seccomp); empty refuses Localhost profiles.
+	SeccompProfileRoot string
 	// RuncRoot is runc's state directory (the shim's default,
 	// /run/containerd/runc, when empty); tests keep it in their own tree.
 	RuncRoot string
@@ -422,6 +426,11 @@ func (c *Runtime) containerSpec(ctx context.Context, pod *corev1.Pod, ctr *corev
 	}
 	if sc.HostCapabilities == nil {
 		sc.HostCapabilities = c.hostCaps
+	}
+	if sc.Seccomp.RuntimeDefault == nil {
+		// containerd's default profile, as its CRI plugin gives
+		// RuntimeDefault.
+		sc.Seccomp = runtime.SeccompConfig{ProfileRoot: c.cfg.SeccompProfileRoot, RuntimeDefault: seccomp.DefaultProfile}
 	}
 	return runtime.ContainerSpec(sc)
 }

@@ -235,3 +235,130 @@ func podPidsCgroup(t *testing.T, node *realNode, uid string) string {
 	t.Fatalf("no cgroup of pod %s under %s%s", uid, base, node.cgroupRoot)
 	return ""
 }
+
+const securityPods = `apiVersion: v1
+kind: Pod
+metadata:
+  name: seccomp-default
+spec:
+  restartPolicy: Never
+  securityContext:
+    seccompProfile:
+      type: RuntimeDefault
+  containers:
+  - name: main
+    image: busybox:1.36
+    command: ["grep", "^Seccomp:", "/proc/self/status"]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: seccomp-unconfined
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox:1.36
+    command: ["grep", "^Seccomp:", "/proc/self/status"]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: seccomp-localhost
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox:1.36
+    command: ["/bin/sh", "-c", "grep ^Seccomp: /proc/self/status; mkdir /tmp/x || echo mkdir-refused"]
+    securityContext:
+      seccompProfile:
+        type: Localhost
+        localhostProfile: profiles/deny-mkdir.json
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: seccomp-missing
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox:1.36
+    command: ["true"]
+    securityContext:
+      seccompProfile:
+        type: Localhost
+        localhostProfile: profiles/none.json
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: apparmor
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox:1.36
+    command: ["true"]
+    securityContext:
+      appArmorProfile:
+        type: RuntimeDefault
+`
+
+// TestNodeSecurityProfiles: seccompProfile is honoured (RuntimeDefault and
+// a Localhost profile from ROOT-DIR/seccomp put the container in seccomp
+// filter mode, 2; none leaves it at 0) or refused with a clear error (a
+// missing Localhost profile), and an AppArmor profile, which the node does
+// not apply, is refused at admission rather than ignored.
+func TestNodeSecurityProfiles(t *testing.T) {
+	cp := startControlPlane(t, t.TempDir(), freePort(t))
+	node := startRealNode(t, cp, "node-security")
+	testkit.Eventually(t, 60*time.Second, "node Ready", func() bool {
+		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		return out == "True"
+	})
+	profiles := filepath.Join(node.dir, "root", "seccomp", "profiles")
+	if err := os.MkdirAll(profiles, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	deny := `{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["mkdir","mkdirat"],"action":"SCMP_ACT_ERRNO"}]}`
+	if err := os.WriteFile(filepath.Join(profiles, "deny-mkdir.json"), []byte(deny), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cp.mustStdin(securityPods, "apply", "-f", "-")
+	field := func(pod, path string) string {
+		out, _, _ := cp.kubectl("get", "pod", pod, "-o", "jsonpath="+path)
+		return out
+	}
+	logs := func(pod string) string {
+		testkit.Eventually(t, 90*time.Second, pod+" Succeeded", func() bool { return field(pod, "{.status.phase}") == "Succeeded" })
+		return strings.Join(strings.Fields(cp.must("logs", pod)), " ")
+	}
+	if out := logs("seccomp-default"); out != "Seccomp: 2" {
+		t.Errorf("RuntimeDefault: %q, want Seccomp: 2", out)
+	}
+	if out := logs("seccomp-unconfined"); out != "Seccomp: 0" {
+		t.Errorf("no profile: %q, want Seccomp: 0", out)
+	}
+	if out := logs("seccomp-localhost"); !strings.HasPrefix(out, "Seccomp: 2") || !strings.Contains(out, "mkdir-refused") {
+		t.Errorf("Localhost profile denying mkdir: %q", out)
+	}
+	testkit.Eventually(t, 60*time.Second, "missing profile: CreateContainerError naming it", func() bool {
+		w := field("seccomp-missing", "{.status.containerStatuses[0].state.waiting.reason} {.status.containerStatuses[0].state.waiting.message}")
+		return strings.HasPrefix(w, "CreateContainerError ") && strings.Contains(w, "profiles/none.json")
+	})
+	testkit.Eventually(t, 60*time.Second, "AppArmor refused", func() bool {
+		return field("apparmor", "{.status.phase} {.status.reason}") == "Failed AppArmor"
+	})
+	if msg := field("apparmor", "{.status.message}"); !strings.Contains(msg, "Cannot enforce AppArmor") {
+		t.Errorf("AppArmor refusal message %q", msg)
+	}
+
+	cp.mustStdin(securityPods, "delete", "-f", "-", "--wait=false")
+	testkit.Eventually(t, 90*time.Second, "no pods", func() bool {
+		out, _, _ := cp.kubectl("get", "pods", "-o", "name")
+		return strings.TrimSpace(out) == ""
+	})
+	waitNoLeftovers(t, node)
+}
