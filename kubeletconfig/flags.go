@@ -20,7 +20,7 @@ type Setting struct {
 // mapped are the top-level fields Settings maps ("authentication" but
 // for x509's fields other than clientCAFile).
 var mapped = map[string]bool{
-	"maxPods": true, "podPidsLimit": true, "oomScoreAdj": true, "cgroupDriver": true, "cgroupRoot": true, "clusterDNS": true, "clusterDomain": true,
+	"maxPods": true, "podPidsLimit": true, "oomScoreAdj": true, "seccompDefault": true, "cgroupDriver": true, "cgroupRoot": true, "clusterDNS": true, "clusterDomain": true,
 	"systemReserved": true, "kubeReserved": true, "podCIDR": true, "serializeImagePulls": true,
 	"maxParallelImagePulls": true, "address": true, "port": true, "tlsCertFile": true,
 	"tlsPrivateKeyFile": true, "healthzPort": true, "healthzBindAddress": true,
@@ -56,6 +56,9 @@ func (f *File) Settings() []Setting {
 	add("maxPods", "max-pods", itoa(c.MaxPods), c.MaxPods != 0)
 	if c.PodPidsLimit != nil {
 		add("podPidsLimit", "pod-max-pids", strconv.FormatInt(*c.PodPidsLimit, 10), true)
+	}
+	if c.SeccompDefault != nil {
+		add("seccompDefault", "seccomp-default", strconv.FormatBool(*c.SeccompDefault), true)
 	}
 	if c.OOMScoreAdj != nil {
 		add("oomScoreAdj", "oom-score-adj", itoa(*c.OOMScoreAdj), true)

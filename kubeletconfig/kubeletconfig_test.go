@@ -14,6 +14,7 @@ const header = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfigur
 const full = header + `maxPods: 50
 podPidsLimit: 4096
 oomScoreAdj: -900
+seccompDefault: true
 cgroupDriver: systemd
 cgroupRoot: /nodelet
 clusterDNS: [10.96.0.10, 10.96.0.11]
@@ -68,6 +69,7 @@ func TestSettingsMapEveryField(t *testing.T) {
 	want := []Setting{
 		{"maxPods", "max-pods", "50"},
 		{"podPidsLimit", "pod-max-pids", "4096"},
+		{"seccompDefault", "seccomp-default", "true"},
 		{"oomScoreAdj", "oom-score-adj", "-900"},
 		{"cgroupDriver", "cgroup-driver", "systemd"},
 		{"cgroupRoot", "cgroup-root", "/nodelet"},

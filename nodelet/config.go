@@ -178,7 +178,10 @@ type Config struct {
 	// oom_score_adj at start (--oom-score-adj, upstream's default -999);
 	// where that is not permitted the nodelet keeps its score. Either way
 	// its score is the floor of its pods' scores (cgroups.ClampOOMScoreAdj).
-	OOMScoreAdj        *int
+	OOMScoreAdj *int
+	// SeccompDefault runs containers that name no seccompProfile under
+	// RuntimeDefault (--seccomp-default, upstream's seccompDefault).
+	SeccompDefault     bool
 	NodeLabels         map[string]string
 	RegisterWithTaints []corev1.Taint
 	// ResolvConf is the node's resolv.conf, which pods of dnsPolicy

@@ -61,7 +61,7 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 		SystemdCgroup: c.driver == cgroups.DriverSystemd,
 		StateDir:      a.cfg.StateDir, LogRoot: a.cfg.LogRoot, Logs: a.containerLogs(), LogRotation: a.logRotation(),
 		OOMScoreAdjFloor: c.floor, Logger: a.log.With("component", "runtime"),
-		SeccompProfileRoot: filepath.Join(a.cfg.RootDir, "seccomp"),
+		SeccompProfileRoot: filepath.Join(a.cfg.RootDir, "seccomp"), SeccompDefault: a.cfg.SeccompDefault,
 		Registry: containerd.RegistryConfig{ConfigDir: a.cfg.RegistryConfigDir, MaxParallelPulls: a.cfg.MaxParallelImagePulls,
 			ObservePull: a.metrics.ObservePull}})
 	if err != nil {

@@ -26,6 +26,9 @@ type SeccompConfig struct {
 	// (containerd's contrib/seccomp.DefaultProfile, which allows what the
 	// spec's capabilities need); nil refuses RuntimeDefault.
 	RuntimeDefault func(*specs.Spec) *specs.LinuxSeccomp
+	// DefaultToRuntimeDefault gives RuntimeDefault to a container (and a
+	// sandbox) that names no profile, as upstream's --seccomp-default.
+	DefaultToRuntimeDefault bool
 }
 
 // EffectiveSeccomp is the container's seccompProfile, else the pod's, as
@@ -44,6 +47,9 @@ func EffectiveSeccomp(pod *corev1.Pod, c *corev1.Container) *corev1.SeccompProfi
 // applySeccomp sets s.Linux.Seccomp for profile p. A privileged container
 // runs unconfined whatever its profile, as containerd's CRI plugin.
 func applySeccomp(s *specs.Spec, p *corev1.SeccompProfile, privileged bool, cfg SeccompConfig) error {
+	if p == nil && cfg.DefaultToRuntimeDefault {
+		p = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	}
 	if p == nil || privileged {
 		return nil
 	}

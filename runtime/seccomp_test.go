@@ -90,6 +90,17 @@ func TestContainerSpecSeccomp(t *testing.T) {
 			}
 		})
 	}
+	// --seccomp-default: no profile means RuntimeDefault; Unconfined stays.
+	for prof, want := range map[*corev1.SeccompProfile]bool{nil: true, unconfined: false} {
+		pod := basePod()
+		pod.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{SeccompProfile: prof}
+		cfg := cfgFor(pod)
+		cfg.Seccomp.DefaultToRuntimeDefault = true
+		s, err := ContainerSpec(cfg)
+		if err != nil || (s.Linux.Seccomp != nil) != want {
+			t.Errorf("seccomp-default with %v: %v, seccomp %+v", prof, err, s.Linux.Seccomp)
+		}
+	}
 	// Without a default profile RuntimeDefault is refused, not ignored.
 	pod := basePod()
 	pod.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{SeccompProfile: runtimeDefault}
@@ -121,5 +132,28 @@ func TestContainerSpecUnsupportedSecurity(t *testing.T) {
 		AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}, ProcMount: ptr(corev1.DefaultProcMount)}
 	if _, err := ContainerSpec(containerCfg(pod)); err != nil {
 		t.Errorf("Unconfined AppArmor and the default procMount: %v", err)
+	}
+}
+
+// TestSandboxSpecSeccomp: the pause container gets the pod-level profile
+// (not a container's), as upstream's kubelet asks of the runtime.
+func TestSandboxSpecSeccomp(t *testing.T) {
+	pod := basePod()
+	pod.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	def := func(*specs.Spec) *specs.LinuxSeccomp { return &specs.LinuxSeccomp{DefaultAction: specs.ActErrno} }
+	cfg := SandboxSpecConfig{Pod: pod, Image: pauseImage(), Seccomp: SeccompConfig{RuntimeDefault: def}}
+	s, err := SandboxSpec(cfg)
+	if err != nil || s.Linux.Seccomp != nil {
+		t.Fatalf("container-level profile only: %v, seccomp %+v; want none on the sandbox", err, s.Linux.Seccomp)
+	}
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	if s, err = SandboxSpec(cfg); err != nil || s.Linux.Seccomp == nil || s.Linux.Seccomp.DefaultAction != specs.ActErrno {
+		t.Fatalf("pod-level RuntimeDefault: %v, seccomp %+v", err, s.Linux.Seccomp)
+	}
+	missing := "none.json"
+	pod.Spec.SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &missing}
+	cfg.Seccomp.ProfileRoot = t.TempDir()
+	if _, err := SandboxSpec(cfg); !errors.Is(err, ErrSeccompProfile) {
+		t.Fatalf("missing pod-level Localhost profile: %v", err)
 	}
 }

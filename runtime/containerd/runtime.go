@@ -56,6 +56,9 @@ type Config struct {
 	// SeccompProfileRoot holds the Localhost seccomp profiles containers
 	// name (upstream: ROOT-DIR/seccomp); empty refuses Localhost profiles.
 	SeccompProfileRoot string
+	// SeccompDefault gives containerd's default seccomp profile to
+	// containers that name none (--seccomp-default).
+	SeccompDefault bool
 	// RuncRoot is runc's state directory (the shim's default,
 	// /run/containerd/runc, when empty); tests keep it in their own tree.
 	RuncRoot string
@@ -215,7 +218,7 @@ func (c *Runtime) RunSandbox(ctx context.Context, pod *corev1.Pod, cfg runtime.S
 	if spec == nil {
 		spec, err = runtime.SandboxSpec(runtime.SandboxSpecConfig{
 			Pod: pod, Image: cfg.Image.Config, NetNSPath: cfg.NetNSPath,
-			CgroupsPath: cfg.CgroupsPath, OOMScoreAdjFloor: c.cfg.OOMScoreAdjFloor,
+			CgroupsPath: cfg.CgroupsPath, OOMScoreAdjFloor: c.cfg.OOMScoreAdjFloor, Seccomp: c.seccomp(),
 		})
 		if err != nil {
 			return "", wrap("spec", err)
@@ -428,11 +431,16 @@ func (c *Runtime) containerSpec(ctx context.Context, pod *corev1.Pod, ctr *corev
 		sc.HostCapabilities = c.hostCaps
 	}
 	if sc.Seccomp.RuntimeDefault == nil {
-		// containerd's default profile, as its CRI plugin gives
-		// RuntimeDefault.
-		sc.Seccomp = runtime.SeccompConfig{ProfileRoot: c.cfg.SeccompProfileRoot, RuntimeDefault: seccomp.DefaultProfile}
+		sc.Seccomp = c.seccomp()
 	}
 	return runtime.ContainerSpec(sc)
+}
+
+// seccomp is how specs get their seccompProfile: RuntimeDefault is
+// containerd's default profile, as its CRI plugin gives it.
+func (c *Runtime) seccomp() runtime.SeccompConfig {
+	return runtime.SeccompConfig{ProfileRoot: c.cfg.SeccompProfileRoot, RuntimeDefault: seccomp.DefaultProfile,
+		DefaultToRuntimeDefault: c.cfg.SeccompDefault}
 }
 
 // runningPID is the process of a running container's task.

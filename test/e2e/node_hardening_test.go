@@ -256,6 +256,20 @@ metadata:
   name: seccomp-unconfined
 spec:
   restartPolicy: Never
+  securityContext:
+    seccompProfile:
+      type: Unconfined
+  containers:
+  - name: main
+    image: busybox:1.36
+    command: ["grep", "^Seccomp:", "/proc/self/status"]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: seccomp-none
+spec:
+  restartPolicy: Never
   containers:
   - name: main
     image: busybox:1.36
@@ -308,12 +322,13 @@ spec:
 
 // TestNodeSecurityProfiles: seccompProfile is honoured (RuntimeDefault and
 // a Localhost profile from ROOT-DIR/seccomp put the container in seccomp
-// filter mode, 2; none leaves it at 0) or refused with a clear error (a
-// missing Localhost profile), and an AppArmor profile, which the node does
-// not apply, is refused at admission rather than ignored.
+// filter mode, 2; Unconfined leaves it at 0; none gets RuntimeDefault under
+// --seccomp-default) or refused with a clear error (a missing Localhost
+// profile), and an AppArmor profile, which the node does not apply, is
+// refused at admission rather than ignored.
 func TestNodeSecurityProfiles(t *testing.T) {
 	cp := startControlPlane(t, t.TempDir(), freePort(t))
-	node := startRealNode(t, cp, "node-security")
+	node := startRealNode(t, cp, "node-security", "--seccomp-default")
 	testkit.Eventually(t, 60*time.Second, "node Ready", func() bool {
 		out, _, _ := cp.kubectl("get", "node", node.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True"
@@ -339,7 +354,10 @@ func TestNodeSecurityProfiles(t *testing.T) {
 		t.Errorf("RuntimeDefault: %q, want Seccomp: 2", out)
 	}
 	if out := logs("seccomp-unconfined"); out != "Seccomp: 0" {
-		t.Errorf("no profile: %q, want Seccomp: 0", out)
+		t.Errorf("Unconfined: %q, want Seccomp: 0", out)
+	}
+	if out := logs("seccomp-none"); out != "Seccomp: 2" {
+		t.Errorf("no profile under --seccomp-default: %q, want Seccomp: 2", out)
 	}
 	if out := logs("seccomp-localhost"); !strings.HasPrefix(out, "Seccomp: 2") || !strings.Contains(out, "mkdir-refused") {
 		t.Errorf("Localhost profile denying mkdir: %q", out)
