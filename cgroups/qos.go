@@ -109,6 +109,20 @@ func ClampOOMScoreAdj(adj, floor int) int {
 	return min(max(adj, oomScoreAdjMin), oomScoreAdjMax)
 }
 
+// SetOwnOOMScoreAdj writes this process's oom_score_adj, as upstream's
+// kubelet applies its --oom-score-adj (default -999) at start. Lowering a
+// score needs CAP_SYS_RESOURCE: without it the write fails and the caller
+// keeps the score it was started with (a systemd unit's OOMScoreAdjust=).
+func SetOwnOOMScoreAdj(v int) error {
+	if v < oomScoreAdjMin || v > oomScoreAdjMax {
+		return fmt.Errorf("oom_score_adj %d is not within [%d, %d]", v, oomScoreAdjMin, oomScoreAdjMax)
+	}
+	if err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(v)), 0o644); err != nil {
+		return fmt.Errorf("write oom_score_adj %d: %w", v, err)
+	}
+	return nil
+}
+
 // OwnOOMScoreAdj reads this process's oom_score_adj, the floor to pass to
 // ClampOOMScoreAdj on hosts where lowering a score is not permitted.
 func OwnOOMScoreAdj() (int, error) {

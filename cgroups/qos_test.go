@@ -81,3 +81,22 @@ func TestReadOOMScoreAdj(t *testing.T) {
 		t.Errorf("OwnOOMScoreAdj: %v", err)
 	}
 }
+
+func TestSetOwnOOMScoreAdj(t *testing.T) {
+	for _, v := range []int{-1001, 1001} {
+		if err := SetOwnOOMScoreAdj(v); err == nil {
+			t.Errorf("SetOwnOOMScoreAdj(%d) accepted", v)
+		}
+	}
+	own, err := OwnOOMScoreAdj()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Writing the score it has is always permitted (lowering may not be).
+	if err := SetOwnOOMScoreAdj(own); err != nil {
+		t.Fatalf("SetOwnOOMScoreAdj(%d), the current score: %v", own, err)
+	}
+	if got, _ := OwnOOMScoreAdj(); got != own {
+		t.Fatalf("score %d after writing %d", got, own)
+	}
+}

@@ -9,8 +9,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// DefaultHard is upstream's --eviction-hard default (Linux).
-const DefaultHard = "memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%"
+// DefaultHard is upstream's --eviction-hard default (Linux) and
+// pid.available<10%, which upstream leaves out: a node whose pods (without
+// --pod-max-pids) exhaust the host's process IDs reports PIDPressure and
+// evicts the pod of the most processes (of the lowest priority) before the
+// host can no longer fork.
+const DefaultHard = "memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%,pid.available<10%"
 
 // DefaultPressureTransitionPeriod is upstream's
 // --eviction-pressure-transition-period default.

@@ -28,7 +28,8 @@ func TestParseStatements(t *testing.T) {
 	if got, err := ParseStatements("memory.available<100%"); err != nil || len(got) != 0 {
 		t.Errorf("100%% disables, as upstream documents: %v, %v", got, err)
 	}
-	if d := DefaultThresholds(); len(d) != 4 || d[0].Signal != MemoryAvailable || d[3].Value.Percentage != 0.15 {
+	if d := DefaultThresholds(); len(d) != 5 || d[0].Signal != MemoryAvailable || d[3].Value.Percentage != 0.15 ||
+		d[4].Signal != PIDAvailable || d[4].Value.Percentage != 0.1 {
 		t.Errorf("DefaultThresholds = %+v", d)
 	}
 }

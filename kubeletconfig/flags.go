@@ -20,7 +20,7 @@ type Setting struct {
 // mapped are the top-level fields Settings maps ("authentication" but
 // for x509's fields other than clientCAFile).
 var mapped = map[string]bool{
-	"maxPods": true, "cgroupDriver": true, "cgroupRoot": true, "clusterDNS": true, "clusterDomain": true,
+	"maxPods": true, "podPidsLimit": true, "oomScoreAdj": true, "seccompDefault": true, "cgroupDriver": true, "cgroupRoot": true, "clusterDNS": true, "clusterDomain": true,
 	"systemReserved": true, "kubeReserved": true, "podCIDR": true, "serializeImagePulls": true,
 	"maxParallelImagePulls": true, "address": true, "port": true, "tlsCertFile": true,
 	"tlsPrivateKeyFile": true, "healthzPort": true, "healthzBindAddress": true,
@@ -32,10 +32,12 @@ var mapped = map[string]bool{
 	"containerLogMaxSize": true, "containerLogMaxFiles": true, "allowedUnsafeSysctls": true, "volumeStatsAggPeriod": true,
 }
 
-// defaultEvictionHard is upstream's DefaultEvictionHard (Linux), which
+// defaultEvictionHard is upstream's DefaultEvictionHard (Linux) with
+// pid.available, as eviction.DefaultHard, which
 // mergeDefaultEvictionSettings merges under the file's evictionHard.
 var defaultEvictionHard = map[string]string{
 	"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%",
+	"pid.available": "10%",
 }
 
 func isMapped(field string) bool { return mapped[field] }
@@ -52,6 +54,15 @@ func (f *File) Settings() []Setting {
 		}
 	}
 	add("maxPods", "max-pods", itoa(c.MaxPods), c.MaxPods != 0)
+	if c.PodPidsLimit != nil {
+		add("podPidsLimit", "pod-max-pids", strconv.FormatInt(*c.PodPidsLimit, 10), true)
+	}
+	if c.SeccompDefault != nil {
+		add("seccompDefault", "seccomp-default", strconv.FormatBool(*c.SeccompDefault), true)
+	}
+	if c.OOMScoreAdj != nil {
+		add("oomScoreAdj", "oom-score-adj", itoa(*c.OOMScoreAdj), true)
+	}
 	add("cgroupDriver", "cgroup-driver", c.CgroupDriver, c.CgroupDriver != "")
 	add("cgroupRoot", "cgroup-root", c.CgroupRoot, c.CgroupRoot != "")
 	add("clusterDNS", "cluster-dns", strings.Join(c.ClusterDNS, ","), len(c.ClusterDNS) > 0)

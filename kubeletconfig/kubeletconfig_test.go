@@ -12,6 +12,9 @@ const header = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfigur
 
 // every mapped field, as an operator's file would set it.
 const full = header + `maxPods: 50
+podPidsLimit: 4096
+oomScoreAdj: -900
+seccompDefault: true
 cgroupDriver: systemd
 cgroupRoot: /nodelet
 clusterDNS: [10.96.0.10, 10.96.0.11]
@@ -65,6 +68,9 @@ func TestSettingsMapEveryField(t *testing.T) {
 	}
 	want := []Setting{
 		{"maxPods", "max-pods", "50"},
+		{"podPidsLimit", "pod-max-pids", "4096"},
+		{"seccompDefault", "seccomp-default", "true"},
+		{"oomScoreAdj", "oom-score-adj", "-900"},
 		{"cgroupDriver", "cgroup-driver", "systemd"},
 		{"cgroupRoot", "cgroup-root", "/nodelet"},
 		{"clusterDNS", "cluster-dns", "10.96.0.10,10.96.0.11"},
@@ -163,7 +169,7 @@ func TestEvictionHardDefaults(t *testing.T) {
 	for name, tc := range map[string]struct{ doc, want string }{
 		"replaces": {header + "evictionHard: {memory.available: 1Gi}\n", "memory.available<1Gi"},
 		"merged": {header + "evictionHard: {memory.available: 1Gi}\nmergeDefaultEvictionSettings: true\n",
-			"imagefs.available<15%,memory.available<1Gi,nodefs.available<10%,nodefs.inodesFree<5%"},
+			"imagefs.available<15%,memory.available<1Gi,nodefs.available<10%,nodefs.inodesFree<5%,pid.available<10%"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f, err := Decode([]byte(tc.doc))

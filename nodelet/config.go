@@ -168,7 +168,20 @@ type Config struct {
 	// MaxPods is the node's pods capacity (nodestatus.DefaultMaxPods when
 	// 0). NodeLabels and RegisterWithTaints are set on the Node when the
 	// nodelet creates it.
-	MaxPods            int
+	MaxPods int
+	// PodPidsLimit caps the processes (threads included) of each pod's
+	// cgroup, pids.max (--pod-max-pids, upstream's podPidsLimit); -1 or 0
+	// leaves pods unlimited (but for kubepods' cap at the allocatable
+	// pids, when --system-reserved or --kube-reserved reserves some).
+	PodPidsLimit int64
+	// OOMScoreAdj, when set, is written to the nodelet's own
+	// oom_score_adj at start (--oom-score-adj, upstream's default -999);
+	// where that is not permitted the nodelet keeps its score. Either way
+	// its score is the floor of its pods' scores (cgroups.ClampOOMScoreAdj).
+	OOMScoreAdj *int
+	// SeccompDefault runs containers that name no seccompProfile under
+	// RuntimeDefault (--seccomp-default, upstream's seccompDefault).
+	SeccompDefault     bool
 	NodeLabels         map[string]string
 	RegisterWithTaints []corev1.Taint
 	// ResolvConf is the node's resolv.conf, which pods of dnsPolicy

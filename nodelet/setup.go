@@ -39,7 +39,15 @@ type components struct {
 // network and volume managers.
 func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 	c := &components{}
+	if err := volumes.EnsureNodeDir(a.cfg.RootDir); err != nil {
+		return nil, fmt.Errorf("nodelet: root dir: %w", err)
+	}
 	var err error
+	if a.cfg.OOMScoreAdj != nil {
+		if err := cgroups.SetOwnOOMScoreAdj(*a.cfg.OOMScoreAdj); err != nil {
+			a.log.Info("keeping the oom_score_adj the nodelet was started with", "err", err)
+		}
+	}
 	if c.floor, err = cgroups.OwnOOMScoreAdj(); err != nil {
 		return nil, fmt.Errorf("nodelet: read own oom_score_adj: %w", err)
 	}
@@ -53,6 +61,7 @@ func (a *Agent) setup(ctx context.Context) (_ *components, retErr error) {
 		SystemdCgroup: c.driver == cgroups.DriverSystemd,
 		StateDir:      a.cfg.StateDir, LogRoot: a.cfg.LogRoot, Logs: a.containerLogs(), LogRotation: a.logRotation(),
 		OOMScoreAdjFloor: c.floor, Logger: a.log.With("component", "runtime"),
+		SeccompProfileRoot: filepath.Join(a.cfg.RootDir, "seccomp"), SeccompDefault: a.cfg.SeccompDefault,
 		Registry: containerd.RegistryConfig{ConfigDir: a.cfg.RegistryConfigDir, MaxParallelPulls: a.cfg.MaxParallelImagePulls,
 			ObservePull: a.metrics.ObservePull}})
 	if err != nil {
@@ -107,7 +116,7 @@ func (a *Agent) setupCgroups(ctx context.Context, c *components) (corev1.Resourc
 	}
 	alloc := nodestatus.Allocatable(nodestatus.Capacity(host, a.maxPods()), a.cfg.SystemReserved, a.cfg.KubeReserved)
 	c.cg, err = cgroups.New(cgroups.Config{Driver: string(c.driver), Root: a.cfg.CgroupRoot, Allocatable: alloc,
-		Log: a.log.With("component", "cgroups")})
+		PidsLimit: a.cfg.PodPidsLimit, Log: a.log.With("component", "cgroups")})
 	if err != nil {
 		return nil, fmt.Errorf("nodelet: cgroups: %w", err)
 	}
@@ -136,9 +145,6 @@ func (a *Agent) importImages(ctx context.Context, rt *containerd.Runtime) error 
 			}
 			a.log.Info("images imported", "archive", p, "images", refs)
 		}
-	}
-	if err := os.MkdirAll(a.cfg.RootDir, 0o755); err != nil {
-		return fmt.Errorf("nodelet: create root dir %s: %w", a.cfg.RootDir, err)
 	}
 	if err := rt.EnsurePauseImage(ctx, a.cfg.PodInfraImage, a.cfg.PauseBinary, a.cfg.RootDir); err != nil {
 		return fmt.Errorf("nodelet: %w", err)

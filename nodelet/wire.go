@@ -192,6 +192,7 @@ func (a *Agent) wirePodLife(w *wired) error {
 			// refusal says so whatever else would refuse the pod.
 			admission.NodePressure(w.pressure.Conditions, eviction.IsCriticalPod),
 			sysctls,
+			admission.Security(),
 			admission.ResourcesFit(func() corev1.ResourceList {
 				return nodestatus.Allocatable(nodestatus.Capacity(node.Host(), a.maxPods()), a.cfg.SystemReserved, a.cfg.KubeReserved)
 			}),

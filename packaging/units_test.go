@@ -167,6 +167,11 @@ func TestUnitsContract(t *testing.T) {
 				t.Errorf("WatchdogSec = %q, TimeoutStartSec = %q; both must be set",
 					unit["Service.WatchdogSec"], unit["Service.TimeoutStartSec"])
 			}
+			if p.unit == "nodelet.service" && unit["Service.OOMScoreAdjust"] != "-999" {
+				// Upstream's kubelet runs at -999; the nodelet's own score is
+				// the floor of its pods' (pause -998, Guaranteed -997).
+				t.Errorf("OOMScoreAdjust = %q, want -999", unit["Service.OOMScoreAdjust"])
+			}
 			checkDefaults(t, filepath.Join("default", filepath.Base(defaults)), p)
 		})
 	}

@@ -50,3 +50,42 @@ func TestHostNetworkPodFiles(t *testing.T) {
 		t.Errorf("missing host hosts file: %v, want an error naming it", err)
 	}
 }
+
+// TestPodFilesModes: a pod's files directory and its termination-log
+// directory are 0750 (as upstream's pod directories), a termination-log
+// file 0660 (the runtime gives it to the container's user), even over an
+// old file of 0666 left by an earlier attempt of the same number.
+func TestPodFilesModes(t *testing.T) {
+	f := newFakeSyncer(t)
+	dir := t.TempDir()
+	f.s.cfg.PodFilesDir = filepath.Join(dir, "pod-files")
+	f.s.cfg.HostResolvConf = []byte("nameserver 192.0.2.53\n")
+	pod := busyboxPod()
+	c := &pod.Spec.Containers[0]
+	c.TerminationMessagePath = "/dev/termination-log"
+	if err := f.s.writePodFiles(&podContext{pod: pod}); err != nil {
+		t.Fatal(err)
+	}
+	podDir := filepath.Join(f.s.cfg.PodFilesDir, string(pod.UID))
+	old := filepath.Join(podDir, "termination-log", c.Name+"-0")
+	if err := os.MkdirAll(filepath.Dir(old), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, []byte("stale"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.s.terminationLogFile(pod, c, 0)
+	if err != nil || p != old {
+		t.Fatalf("terminationLogFile = %q, %v; want %s", p, err, old)
+	}
+	for path, want := range map[string]os.FileMode{f.s.cfg.PodFilesDir: 0o750, podDir: 0o750,
+		filepath.Dir(p): 0o750, p: TerminationLogPerm} {
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: %v (%v), want %v", path, fi.Mode(), err, want)
+		}
+	}
+	if b, _ := os.ReadFile(p); len(b) != 0 {
+		t.Errorf("termination log not emptied: %q", b)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -100,7 +101,7 @@ func (s *Syncer) writePodFiles(pc *podContext) error {
 		}
 	}
 	dir := filepath.Join(s.cfg.PodFilesDir, string(pod.UID))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := s.podFilesDir(dir); err != nil {
 		return fmt.Errorf("write files of pod %s: %w", podRef(pod), err)
 	}
 	var ips []string
@@ -283,6 +284,23 @@ func (s *Syncer) subPaths(pc *podContext, c *corev1.Container, envCtx runtime.En
 	return out, nil
 }
 
+// podFilesDir makes PodFilesDir and a directory below it with
+// volumes.NodeDirPerm: no other local user reads a pod's files.
+func (s *Syncer) podFilesDir(dir string) error {
+	for _, d := range []string{s.cfg.PodFilesDir, dir} {
+		if err := volumes.EnsureNodeDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TerminationLogPerm is the mode of a termination-log file: the runtime
+// gives the file to the container's user and group (which may not be
+// root), nobody else may read or write it (upstream makes it 0666 and
+// relies on the pod directory's 0750 alone).
+const TerminationLogPerm os.FileMode = 0o660
+
 // terminationLogFile creates the empty host file behind the container's
 // terminationMessagePath (one per attempt, so a restart starts empty);
 // it goes with the pod's files.
@@ -290,17 +308,17 @@ func (s *Syncer) terminationLogFile(pod *corev1.Pod, c *corev1.Container, attemp
 	if s.cfg.PodFilesDir == "" || c.TerminationMessagePath == "" {
 		return "", nil
 	}
-	dir := filepath.Join(s.cfg.PodFilesDir, string(pod.UID), "termination-log")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	podDir := filepath.Join(s.cfg.PodFilesDir, string(pod.UID))
+	dir := filepath.Join(podDir, "termination-log")
+	if err := errors.Join(s.podFilesDir(podDir), volumes.EnsureNodeDir(dir)); err != nil {
 		return "", fmt.Errorf("termination log of container %s: %w", c.Name, err)
 	}
 	p := filepath.Join(dir, fmt.Sprintf("%s-%d", c.Name, attempt))
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o666)
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|syscall.O_NOFOLLOW, TerminationLogPerm)
 	if err != nil {
 		return "", fmt.Errorf("termination log of container %s: %w", c.Name, err)
 	}
-	// The container's user may not be root: let any user write it.
-	if err := errors.Join(f.Chmod(0o666), f.Close()); err != nil {
+	if err := errors.Join(f.Chmod(TerminationLogPerm), f.Close()); err != nil {
 		return "", fmt.Errorf("termination log of container %s: %w", c.Name, err)
 	}
 	return p, nil

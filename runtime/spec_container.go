@@ -57,6 +57,8 @@ type ContainerSpecConfig struct {
 	// LookupUser resolves a non-numeric image user in the image's
 	// /etc/passwd; nil makes such a user an error unless runAsUser is set.
 	LookupUser func(name string) (uid, gid uint32, err error)
+	// Seccomp applies the container's seccompProfile (EffectiveSeccomp).
+	Seccomp SeccompConfig
 }
 
 // ContainerSpec builds the OCI spec of an app or init container joining
@@ -111,6 +113,12 @@ func ContainerSpec(cfg ContainerSpecConfig) (*specs.Spec, error) {
 		},
 	}
 	s.Linux.RootfsPropagation = rootfsPropagation(mounts)
+	if err := checkUnsupportedSecurity(pod, c); err != nil {
+		return nil, wrap(err)
+	}
+	if err := applySeccomp(s, EffectiveSeccomp(pod, c), privileged, cfg.Seccomp); err != nil {
+		return nil, wrap(err)
+	}
 	if privileged {
 		s.Linux.Resources.Devices = []specs.LinuxDeviceCgroup{{Allow: true, Access: "rwm"}}
 	} else {

@@ -32,6 +32,9 @@ type SandboxSpecConfig struct {
 	// nodelet set (its own, read from /proc/self/oom_score_adj by the
 	// caller); upstream's -998 is raised to it. The zero value clamps to 0.
 	OOMScoreAdjFloor int
+	// Seccomp applies the pod-level seccompProfile to the pause
+	// container, as upstream's kubelet asks of the runtime.
+	Seccomp SeccompConfig
 }
 
 // SandboxSpec builds the OCI spec of a pod's pause container, as
@@ -88,6 +91,13 @@ func SandboxSpec(cfg SandboxSpecConfig) (*specs.Spec, error) {
 		})
 	}
 	s.Mounts = mergeMounts(defaultMounts(false), extra)
+	var podProfile *corev1.SeccompProfile
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		podProfile = sc.SeccompProfile
+	}
+	if err := applySeccomp(s, podProfile, false, cfg.Seccomp); err != nil {
+		return nil, fmt.Errorf("sandbox spec of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
 	return s, nil
 }
 

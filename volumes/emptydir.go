@@ -2,9 +2,11 @@ package volumes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
@@ -31,12 +33,12 @@ func (p *emptyDirPlugin) updatable() bool                 { return false }
 func (p *emptyDirPlugin) setup(_ context.Context, pod *corev1.Pod, vol *corev1.Volume, dir string) (Mount, error) {
 	switch vol.EmptyDir.Medium {
 	case corev1.StorageMediumDefault:
-		if err := setupDir(dir); err != nil {
+		if err := setupDir(dir, emptyDirPerm); err != nil {
 			return Mount{}, err
 		}
 	case corev1.StorageMediumMemory:
 		size := TmpfsSize(p.memory(), pod, vol.EmptyDir.SizeLimit)
-		if err := setupTmpfs(dir, size, p.log); err != nil {
+		if err := setupTmpfs(dir, emptyDirPerm, size, p.log); err != nil {
 			return Mount{}, err
 		}
 	default:
@@ -49,31 +51,42 @@ func (p *emptyDirPlugin) teardown(_ context.Context, dir string) error {
 	return unmountAllBelow(dir)
 }
 
-// setupDir creates dir with emptyDirPerm whatever the umask.
-func setupDir(dir string) error {
-	if err := os.MkdirAll(dir, emptyDirPerm); err != nil {
-		return fmt.Errorf("create emptyDir %s: %w", dir, err)
+// projectionDirPerm is the mode of a configMap, secret, downwardAPI or
+// projected volume's root: any container user may read it, nobody but root
+// writes it (upstream leaves the wrapped emptyDir's 0777; the host is
+// guarded by the pod directory's NodeDirPerm either way).
+const projectionDirPerm os.FileMode = 0o755
+
+// setupDir creates dir with perm whatever the umask (missing parents
+// with NodeDirPerm).
+func setupDir(dir string, perm os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(dir), NodeDirPerm); err != nil {
+		return fmt.Errorf("create volume dir %s: %w", dir, err)
 	}
-	return ensurePerm(dir)
+	if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create volume dir %s: %w", dir, err)
+	}
+	return ensurePerm(dir, perm)
 }
 
-func ensurePerm(dir string) error {
+func ensurePerm(dir string, perm os.FileMode) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return fmt.Errorf("stat emptyDir %s: %w", dir, err)
+		return fmt.Errorf("stat volume dir %s: %w", dir, err)
 	}
-	if fi.Mode().Perm() != emptyDirPerm {
-		if err := os.Chmod(dir, emptyDirPerm); err != nil {
-			return fmt.Errorf("chmod emptyDir %s: %w", dir, err)
+	if fi.Mode().Perm() != perm {
+		if err := os.Chmod(dir, perm); err != nil {
+			return fmt.Errorf("chmod volume dir %s: %w", dir, err)
 		}
 	}
 	return nil
 }
 
 // setupTmpfs mounts a tmpfs of size bytes (0: the kernel's default, half
-// of RAM) on dir unless one is there already; its root gets emptyDirPerm.
-func setupTmpfs(dir string, size int64, log *slog.Logger) error {
-	if err := setupDir(dir); err != nil {
+// of RAM) on dir unless one is there already; its root gets perm (a fresh
+// tmpfs's root is 1777, so the mode is set after the mount).
+func setupTmpfs(dir string, perm os.FileMode, size int64, log *slog.Logger) error {
+	if err := setupDir(dir, perm); err != nil {
 		return err
 	}
 	mounted, err := isTmpfs(dir)
@@ -90,7 +103,7 @@ func setupTmpfs(dir string, size int64, log *slog.Logger) error {
 		}
 		log.Debug("mounted tmpfs", "dir", dir, "size", size)
 	}
-	return ensurePerm(dir)
+	return ensurePerm(dir, perm)
 }
 
 // TmpfsSize is the size of a memory-backed emptyDir as upstream computes it

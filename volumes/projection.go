@@ -37,9 +37,9 @@ func (p *projectionPlugin) setup(ctx context.Context, pod *corev1.Pod, vol *core
 		return Mount{}, err
 	}
 	if p.memory {
-		err = setupTmpfs(dir, TmpfsSize(p.m.allocatableMemory(), pod, nil), p.m.log)
+		err = setupTmpfs(dir, projectionDirPerm, TmpfsSize(p.m.allocatableMemory(), pod, nil), p.m.log)
 	} else {
-		err = setupDir(dir)
+		err = setupDir(dir, projectionDirPerm)
 	}
 	if err != nil {
 		return Mount{}, err

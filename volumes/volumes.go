@@ -228,6 +228,11 @@ func (m *Manager) setupVolume(ctx context.Context, pod *corev1.Pod, vol *corev1.
 	if p == nil {
 		return Mount{}, &UnsupportedError{Type: volumeType(vol)}
 	}
+	if p.dirName() != "" {
+		if err := m.ensurePodDirs(pod.UID, p.dirName()); err != nil {
+			return Mount{}, err
+		}
+	}
 	mnt, err := p.setup(ctx, pod, vol, m.volumeDir(pod.UID, p, vol.Name))
 	if err != nil {
 		return Mount{}, err

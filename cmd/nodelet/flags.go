@@ -23,7 +23,7 @@ type options struct {
 	cniBinDirs, clusterDNS, systemReserved, kubeReserved string
 	nodeLabels, taints, runtimeHandlers                  string
 	apiQPS                                               float64
-	apiBurst, maxPulls, healthzPort                      int
+	apiBurst, maxPulls, healthzPort, oomScoreAdj         int
 	serializePulls, version                              bool
 	// The eviction flags in upstream's syntax, parsed by finish.
 	evictionHard, evictionSoft, evictionSoftGrace, evictionMinReclaim string
@@ -89,6 +89,9 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.systemReserved, "system-reserved", "", "resources kept for the OS, e.g. cpu=500m,memory=256Mi")
 	fs.StringVar(&o.kubeReserved, "kube-reserved", "", "resources kept for the node's daemons, e.g. memory=128Mi")
 	fs.IntVar(&cfg.MaxPods, "max-pods", 110, "pods capacity of the node")
+	fs.IntVar(&o.oomScoreAdj, "oom-score-adj", -999, "oom_score_adj the nodelet gives itself at start, in [-1000, 1000] (kept as started where lowering it is not permitted)")
+	fs.BoolVar(&cfg.SeccompDefault, "seccomp-default", false, "run containers that name no seccompProfile under RuntimeDefault (containerd's default profile) instead of unconfined")
+	fs.Int64Var(&cfg.PodPidsLimit, "pod-max-pids", -1, "maximum number of processes in each pod (its cgroup's pids.max); -1: no limit of its own")
 	fs.StringVar(&o.allowedUnsafeSysctls, "allowed-unsafe-sysctls", "", "comma-separated unsafe sysctls or patterns ending in * that pods may set beside the safe ones, e.g. kernel.msg*,net.core.somaxconn")
 	fs.StringVar(&o.nodeLabels, "node-labels", "", "labels set when the Node is created, key=value,...")
 	fs.StringVar(&o.taints, "register-with-taints", "", "taints set when the Node is created, key=value:Effect,...")

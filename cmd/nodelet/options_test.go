@@ -163,6 +163,15 @@ func TestNewFlags(t *testing.T) {
 	if want := map[string]string{"runc": "/usr/sbin/runc", "crun": "/usr/bin/crun"}; !reflect.DeepEqual(o.cfg.RuntimeHandlers, want) {
 		t.Errorf("runtime handlers %v, want %v", o.cfg.RuntimeHandlers, want)
 	}
+	if o.cfg.OOMScoreAdj == nil || *o.cfg.OOMScoreAdj != -999 {
+		t.Errorf("--oom-score-adj defaults to %v, want -999 (upstream's)", o.cfg.OOMScoreAdj)
+	}
+	if o.cfg.PodPidsLimit != -1 {
+		t.Errorf("--pod-max-pids defaults to %d, want -1 (upstream's)", o.cfg.PodPidsLimit)
+	}
+	if o = mustParse(t, "--config", writeConfig(t, "podPidsLimit: 1024\n")); o.cfg.PodPidsLimit != 1024 {
+		t.Errorf("podPidsLimit 1024 in the file: PodPidsLimit = %d", o.cfg.PodPidsLimit)
+	}
 	o = mustParse(t, "--system-reserved", "cpu=1,memory=1Gi", "--serialize-image-pulls=false")
 	if !o.cfg.SystemReserved.Memory().Equal(resource.MustParse("1Gi")) || o.cfg.MaxParallelImagePulls != -1 {
 		t.Errorf("reserved %v, pulls %d", o.cfg.SystemReserved, o.cfg.MaxParallelImagePulls)
@@ -176,6 +185,9 @@ func TestBadValuesNameTheFlagOrField(t *testing.T) {
 		want string
 	}{
 		{args: []string{"--max-pods", "0"}, want: "--max-pods"},
+		{args: []string{"--pod-max-pids", "-2"}, want: "--pod-max-pids"},
+		{args: []string{"--oom-score-adj", "-1001"}, want: "--oom-score-adj"},
+		{file: "podPidsLimit: -5\n", want: "field podPidsLimit"},
 		{args: []string{"--max-pods", "x"}, want: "-max-pods"},
 		{args: []string{"--healthz-port", "70000"}, want: "--healthz-port"},
 		{args: []string{"--healthz-bind-address", "localhost"}, want: "--healthz-bind-address"},

@@ -21,12 +21,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	ctrdclient "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/contrib/seccomp"
 	capability "github.com/containerd/containerd/v2/pkg/cap"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
@@ -51,6 +53,12 @@ type Config struct {
 	Namespace       string // DefaultNamespace when empty
 	SnapshotterName string // containerd's default (overlayfs) when empty
 	Runtime         string // io.containerd.runc.v2 when empty
+	// SeccompProfileRoot holds the Localhost seccomp profiles containers
+	// name (upstream: ROOT-DIR/seccomp); empty refuses Localhost profiles.
+	SeccompProfileRoot string
+	// SeccompDefault gives containerd's default seccomp profile to
+	// containers that name none (--seccomp-default).
+	SeccompDefault bool
 	// RuncRoot is runc's state directory (the shim's default,
 	// /run/containerd/runc, when empty); tests keep it in their own tree.
 	RuncRoot string
@@ -210,7 +218,7 @@ func (c *Runtime) RunSandbox(ctx context.Context, pod *corev1.Pod, cfg runtime.S
 	if spec == nil {
 		spec, err = runtime.SandboxSpec(runtime.SandboxSpecConfig{
 			Pod: pod, Image: cfg.Image.Config, NetNSPath: cfg.NetNSPath,
-			CgroupsPath: cfg.CgroupsPath, OOMScoreAdjFloor: c.cfg.OOMScoreAdjFloor,
+			CgroupsPath: cfg.CgroupsPath, OOMScoreAdjFloor: c.cfg.OOMScoreAdjFloor, Seccomp: c.seccomp(),
 		})
 		if err != nil {
 			return "", wrap("spec", err)
@@ -305,6 +313,9 @@ func (c *Runtime) CreateContainer(ctx context.Context, pod *corev1.Pod, ctr *cor
 	spec, err := c.containerSpec(ctx, pod, ctr, cfg)
 	if err != nil {
 		return "", wrap("spec", err)
+	}
+	if err := ownTerminationLog(cfg.SpecConfig.TerminationLogPath, spec); err != nil {
+		return "", wrap("termination log", err)
 	}
 	withRuntime, err := c.sandboxRuntime(ctx, cfg.SandboxID)
 	if err != nil {
@@ -419,7 +430,17 @@ func (c *Runtime) containerSpec(ctx context.Context, pod *corev1.Pod, ctr *corev
 	if sc.HostCapabilities == nil {
 		sc.HostCapabilities = c.hostCaps
 	}
+	if sc.Seccomp.RuntimeDefault == nil {
+		sc.Seccomp = c.seccomp()
+	}
 	return runtime.ContainerSpec(sc)
+}
+
+// seccomp is how specs get their seccompProfile: RuntimeDefault is
+// containerd's default profile, as its CRI plugin gives it.
+func (c *Runtime) seccomp() runtime.SeccompConfig {
+	return runtime.SeccompConfig{ProfileRoot: c.cfg.SeccompProfileRoot, RuntimeDefault: seccomp.DefaultProfile,
+		DefaultToRuntimeDefault: c.cfg.SeccompDefault}
 }
 
 // runningPID is the process of a running container's task.
@@ -602,4 +623,18 @@ func (c *Runtime) rollBack(ctx context.Context, what, id string) {
 	if err := c.removeContainer(cctx, id); err != nil {
 		c.log.Warn("roll back "+what, "id", id, "err", err)
 	}
+}
+
+// ownTerminationLog gives the container's host termination-log file (mode
+// 0660, made by the caller) to the container's user and group, so a
+// container that does not run as root can write it and no other user can.
+func ownTerminationLog(path string, spec *specs.Spec) error {
+	if path == "" || spec.Process == nil {
+		return nil
+	}
+	u := spec.Process.User
+	if err := os.Lchown(path, int(u.UID), int(u.GID)); err != nil {
+		return fmt.Errorf("chown %s to %d:%d: %w", path, u.UID, u.GID, err)
+	}
+	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -81,6 +82,7 @@ func startRealNode(t testing.TB, cp *controlPlane, name string, extraArgs ...str
 	// a failed test and the cgroup tree go.
 	t.Cleanup(func() { removeCgroupTree(t, n.cgroupRoot) })
 	t.Cleanup(func() { unmountNetnsFiles(t, filepath.Join(n.dir, "root", "netns")) })
+	t.Cleanup(func() { unmountBelow(t, filepath.Join(n.dir, "root", "pods")) })
 	n.ctdAddr = runtimetest.StartContainerd(t)
 	n.makeNetns(t, "nlh"+suffix)
 	forwardIntoNetns(t, "/run/netns/"+n.netns, fmt.Sprintf("127.0.0.1:%d", cp.port))
@@ -458,6 +460,30 @@ func unmountNetnsFiles(t testing.TB, dir string) {
 			t.Logf("unmounted leftover netns %s", p)
 		}
 		os.Remove(p)
+	}
+}
+
+// unmountBelow unmounts (lazily, deepest first) what a failed test left
+// mounted below dir: the tmpfs of a secret or projected volume of a pod
+// that was never deleted (a passing test has none: the leftovers check
+// covers them), so that the test's temporary directory can go.
+func unmountBelow(t testing.TB, dir string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Errorf("read mountinfo: %v", err)
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			points = append(points, f[4])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(points)))
+	for _, p := range points {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err == nil {
+			t.Logf("unmounted leftover %s", p)
+		}
 	}
 }
 
