@@ -118,3 +118,32 @@ func TestEncryptionAtRest(t *testing.T) {
 		t.Fatalf("secret after key1 was dropped: %q", got)
 	}
 }
+
+// TestAuditLogThroughKubectl: with an audit policy and log, what kubectl
+// does is in the log: who (and as whom), which verb on which object, and
+// the answer.
+func TestAuditLogThroughKubectl(t *testing.T) {
+	dir := t.TempDir()
+	policyFile, logFile := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "audit.log")
+	policy := "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n" +
+		"- level: RequestResponse\n  resources: [{group: \"\", resources: [configmaps]}]\n- level: Metadata\n"
+	if err := os.WriteFile(policyFile, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp := startControlPlane(t, t.TempDir(), freePort(t), "--audit-policy-file="+policyFile, "--audit-log-path="+logFile)
+	cp.must("create", "configmap", "audited", "--from-literal=k=v")
+	if _, _, err := cp.kubectl("get", "secrets", "--as=mallory"); err == nil {
+		t.Fatal("mallory listed secrets")
+	}
+	var created, refused bool
+	testkit.Eventually(t, 10*time.Second, "both requests in the audit log", func() bool {
+		data, _ := os.ReadFile(logFile)
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			created = created || strings.Contains(line, `"verb":"create"`) && strings.Contains(line, `"resource":"configmaps"`) &&
+				strings.Contains(line, `"username":"admin"`) && strings.Contains(line, `"code":201`) && strings.Contains(line, `"requestObject"`)
+			refused = refused || strings.Contains(line, `"verb":"list"`) && strings.Contains(line, `"resource":"secrets"`) &&
+				strings.Contains(line, `"impersonatedUser":{"username":"mallory"`) && strings.Contains(line, `"code":403`)
+		}
+		return created && refused
+	})
+}
