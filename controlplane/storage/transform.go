@@ -31,6 +31,18 @@ func NewTransforming(s Store, transformers map[schema.GroupResource]value.Transf
 	return &Transforming{Store: s, transformers: transformers}
 }
 
+// mayTransform reports whether any key under prefix may have a
+// transformer: watches of other resources need no decrypting goroutine.
+func (t *Transforming) mayTransform(prefix string) bool {
+	if len(t.transformers) == 0 {
+		return false
+	}
+	if seg, _, _ := strings.Cut(strings.TrimPrefix(prefix, "/"), "/"); seg == "" {
+		return true // the whole store
+	}
+	return t.transformerFor(prefix) != nil
+}
+
 // transformerFor returns the transformer for key, or nil.
 func (t *Transforming) transformerFor(key string) value.Transformer {
 	seg, _, _ := strings.Cut(strings.TrimPrefix(key, "/"), "/")
@@ -116,7 +128,7 @@ func (t *Transforming) Delete(ctx context.Context, key string, expectedRevision 
 // Watch decrypts events under prefix on their way to the watcher.
 func (t *Transforming) Watch(ctx context.Context, prefix string, fromRevision int64) (Watcher, error) {
 	w, err := t.Store.Watch(ctx, prefix, fromRevision)
-	if err != nil || len(t.transformers) == 0 {
+	if err != nil || !t.mayTransform(prefix) {
 		return w, err
 	}
 	out := &openingWatcher{Watcher: w, events: make(chan Event, 64)}
