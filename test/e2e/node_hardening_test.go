@@ -148,7 +148,10 @@ spec:
     command: ["sleep", "3600"]
   - name: bomb
     image: busybox:1.36
-    command: ["/bin/sh", "-c", "while true; do sleep 600 & done"]
+    # ash exits on a refused fork, so the loop runs in a background
+    # subshell while the container's main process stays: the container's
+    # cgroup, where kernels before 6.12 count the refusal, stays too.
+    command: ["/bin/sh", "-c", "(while true; do sleep 600 & done) & exec sleep 3600"]
 `
 
 // TestNodePodMaxPids: with --pod-max-pids=20 a pod's fork loop stops at
@@ -201,6 +204,9 @@ func TestNodePodMaxPids(t *testing.T) {
 	}
 	if out := cp.must("get", "pod", "forker", "-o", `jsonpath={.status.containerStatuses[?(@.name=="steady")].state.running}`); out == "" {
 		t.Errorf("the pod's other container stopped")
+	}
+	if out := cp.must("get", "pod", "forker", "-o", `jsonpath={.status.containerStatuses[?(@.name=="bomb")].restartCount}`); out != "0" {
+		t.Errorf("the forking container restarted %s times; a refused fork should not kill its main process", out)
 	}
 	if !ready() {
 		t.Fatal("node not Ready with the fork loop running")
