@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -118,7 +119,9 @@ func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config,
 	// each records events through a broadcaster of its own.
 	upstreamRuns, err := upstream.Build(ctx, upstream.Config{Accounts: accounts, Informers: factory,
 		HPASyncPeriod: c.cfg.HPASyncPeriod, HPADownscaleStabilization: c.cfg.HPADownscaleStabilization,
-		RootCA: ctrlCfg.CAData, Root: ctrlCfg, LegacyTokens: legacyTokens})
+		RootCA: ctrlCfg.CAData, Root: ctrlCfg, LegacyTokens: legacyTokens,
+		Signing: upstream.Signing{CertFile: filepath.Join(c.cfg.DataDir, pki.CACertName),
+			KeyFile: filepath.Join(c.cfg.DataDir, pki.CAKeyName), Duration: c.cfg.ClusterSigningDuration}})
 	if err != nil {
 		return fmt.Errorf("upstream controllers: %w", err)
 	}

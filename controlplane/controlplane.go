@@ -108,6 +108,10 @@ type Config struct {
 	// 15 s and 5 min).
 	HPASyncPeriod             time.Duration
 	HPADownscaleStabilization time.Duration
+	// ClusterSigningDuration is the longest certificate the CSR signers
+	// issue with the cluster CA (kube-controller-manager's
+	// --cluster-signing-duration); zero: a year.
+	ClusterSigningDuration time.Duration
 	// DisableLeaderElection runs controllers and scheduler without taking
 	// the lease (only for a single control plane).
 	DisableLeaderElection bool
