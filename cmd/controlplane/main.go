@@ -5,6 +5,7 @@
 //	controlplane --version
 //	controlplane kubeconfig --data-dir DIR --user NAME [--group G]... [--server URL]
 //	controlplane serving-cert --data-dir DIR --node-name NAME --host IP|DNS... --cert-file F --key-file F
+//	controlplane token create --data-dir DIR [--ttl D] [--description TEXT]
 package main
 
 import (
@@ -41,6 +42,8 @@ func main() {
 		err = kubeconfig(os.Args[2:])
 	case len(os.Args) > 1 && os.Args[1] == "serving-cert":
 		err = servingCert(os.Args[2:])
+	case len(os.Args) > 1 && os.Args[1] == "token":
+		err = token(os.Args[2:])
 	default:
 		err = run(os.Args[1:])
 	}
