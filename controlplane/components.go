@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -39,7 +38,7 @@ import (
 // clientConfig is a loopback client config for a control-plane component,
 // authenticated by a client certificate signed for user in groups.
 func (c *ControlPlane) clientConfig(bundle *pki.Bundle, user string, groups []string, qps float32, burst int) (*rest.Config, error) {
-	certPEM, keyPEM, err := bundle.SignClientCert(user, groups, 365*24*time.Hour)
+	certPEM, keyPEM, err := bundle.SignClientCert(user, groups, pki.InProcess)
 	if err != nil {
 		return nil, fmt.Errorf("client certificate for %s: %w", user, err)
 	}

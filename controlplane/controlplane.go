@@ -188,7 +188,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if ip, err := apiserver.FirstServiceIP(c.cfg.ServiceCIDR); err == nil {
 		sans = append(sans, ip.String())
 	}
-	bundle, err := pki.Ensure(pki.Config{Dir: c.cfg.DataDir, Hosts: sans, APIServerURL: c.LocalURL()})
+	bundle, err := pki.Ensure(pki.Config{Dir: c.cfg.DataDir, Hosts: sans, APIServerURL: c.LocalURL(), Log: c.cfg.Log})
 	if err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
@@ -355,6 +355,9 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		}
 		return nil
 	})
+	// The serving certificate and admin kubeconfig are renewed while the
+	// control plane runs, as at start.
+	g.Go(func() error { return bundle.Run(ctx) })
 	clusterInfo := bootstraptoken.NewClusterInfo(bootstraptoken.ClusterInfoConfig{Client: loopbackCS,
 		Server: "https://" + net.JoinHostPort(advertise, strconv.Itoa(c.cfg.SecurePort)), CA: bundle.CAPEM(), Log: c.cfg.Log})
 	g.Go(func() error {
@@ -436,7 +439,7 @@ func nodeClient(bundle *pki.Bundle) (*nodeclient.Client, error) {
 	// No group: RBAC grants it system:kubelet-api-admin and nothing more,
 	// so a Node object whose address points back at the API server
 	// cannot turn nodes/proxy into a request as system:masters.
-	certPEM, keyPEM, err := bundle.SignClientCert(nodeclient.APIServerUser, nil, 365*24*time.Hour)
+	certPEM, keyPEM, err := bundle.SignClientCert(nodeclient.APIServerUser, nil, pki.InProcess)
 	if err != nil {
 		return nil, fmt.Errorf("client certificate for nodelets: %w", err)
 	}

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -67,7 +68,7 @@ func newTestEnvWith(tb testing.TB, hub storage.HubOptions, wrap func(http.Handle
 		h = wrap(h)
 	}
 	ts := httptest.NewUnstartedServer(h)
-	ts.TLS = bundle.TLSConfig()
+	ts.TLS = testTLS(tb, bundle)
 	ts.EnableHTTP2 = true
 	ts.StartTLS()
 	certPEM, keyPEM, err := bundle.SignClientCert("admin", []string{"system:masters"}, time.Hour)
@@ -110,4 +111,18 @@ func testAuthn() authenticator.Request {
 		panic(err)
 	}
 	return a
+}
+
+// testTLS is bundle's serving configuration for an httptest server, which
+// serves its own certificate unless Certificates is set (a real listener
+// calls GetCertificate).
+func testTLS(tb testing.TB, bundle *pki.Bundle) *tls.Config {
+	tb.Helper()
+	cfg := bundle.TLSConfig()
+	cur, err := cfg.GetCertificate(&tls.ClientHelloInfo{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.Certificates = []tls.Certificate{*cur}
+	return cfg
 }

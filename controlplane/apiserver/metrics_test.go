@@ -172,7 +172,7 @@ func newMetricsEnv(tb testing.TB, src MetricsSource, authz authorizer.Authorizer
 		tb.Fatal(err)
 	}
 	ts := httptest.NewUnstartedServer(srv.Handler())
-	ts.TLS = bundle.TLSConfig()
+	ts.TLS = testTLS(tb, bundle)
 	ts.EnableHTTP2 = true
 	ts.StartTLS()
 	certPEM, keyPEM, err := bundle.SignClientCert("admin", []string{"system:masters"}, time.Hour)

@@ -63,7 +63,7 @@ func newTokenEnv(t *testing.T) *testEnv {
 		t.Fatal(err)
 	}
 	ts := httptest.NewUnstartedServer(srv.Handler())
-	ts.TLS = bundle.TLSConfig()
+	ts.TLS = testTLS(t, bundle)
 	ts.StartTLS()
 	certPEM, keyPEM, err := bundle.SignClientCert("admin", []string{"system:masters"}, time.Hour)
 	if err != nil {

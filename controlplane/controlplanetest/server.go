@@ -6,6 +6,7 @@ package controlplanetest
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"net/http"
@@ -96,6 +97,11 @@ func Start(tb testing.TB, opts Options) *Server {
 		handler.ServeHTTP(w, r)
 	}))
 	ts.TLS = bundle.TLSConfig()
+	// httptest serves its own certificate unless Certificates is set (a
+	// real listener calls GetCertificate).
+	if cur, err := ts.TLS.GetCertificate(&tls.ClientHelloInfo{}); err == nil && cur != nil {
+		ts.TLS.Certificates = []tls.Certificate{*cur}
+	}
 	ts.EnableHTTP2 = true
 	ts.StartTLS()
 	s := &Server{Store: store, HTTP: ts, Bundle: bundle}

@@ -203,7 +203,7 @@ func (b *Bundle) ensureServing(hosts []string, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("load serving key pair %s: %w", b.ServingCertFile, err)
 	}
-	b.serving = &pair
+	b.serving.Store(&pair)
 	return nil
 }
 

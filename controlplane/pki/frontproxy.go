@@ -36,8 +36,8 @@ type FrontProxy struct {
 
 // FrontProxy creates the front-proxy CA in the bundle's directory if it is
 // missing (reusing it otherwise) and issues a fresh client certificate
-// from it, valid for a year: it lives in memory only, a new one at every
-// start.
+// from it, valid as long as that CA: it lives in memory only, a new one
+// at every start (see InProcess).
 func (b *Bundle) FrontProxy() (*FrontProxy, error) {
 	return b.frontProxy(time.Now())
 }
@@ -49,7 +49,7 @@ func (b *Bundle) frontProxy(now time.Time) (*FrontProxy, error) {
 		return nil, fmt.Errorf("front-proxy CA: %w", err)
 	}
 	signer := &Bundle{CACert: ca.cert, CAKey: ca.key}
-	certPEM, keyPEM, err := signer.signClientCert(FrontProxyUser, nil, clientValidity, now)
+	certPEM, keyPEM, err := signer.signClientCert(FrontProxyUser, nil, InProcess, now)
 	if err != nil {
 		return nil, err
 	}

@@ -15,13 +15,16 @@
 package pki
 
 import (
+	"context"
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,6 +50,15 @@ const (
 	renewBefore = 30 * 24 * time.Hour
 	// backdate tolerates small clock skew between hosts.
 	backdate = time.Hour
+	// InProcess is the validity to give credentials that live only in the
+	// control plane's memory (its components' and the API server's client
+	// certificates, made anew at every start): signing clamps it to the
+	// CA's expiry. Whoever could take them from memory could take the CA
+	// key from the same process, so a shorter life would add renewals
+	// and no safety; the control plane never stops for their expiry.
+	InProcess = 100 * 365 * 24 * time.Hour
+	// renewCheck is how often Run checks the certificates on disk.
+	renewCheck = time.Hour
 )
 
 // ErrNoCA is returned (wrapped) by LoadCA when the directory holds no CA.
@@ -62,6 +74,8 @@ type Config struct {
 	// APIServerURL is the server written into the admin kubeconfig, for
 	// example https://127.0.0.1:6443.
 	APIServerURL string
+	// Log reports renewals that failed while running (Run).
+	Log *slog.Logger
 }
 
 // Bundle is a loaded CA plus, when produced by Ensure, the API server's
@@ -78,7 +92,9 @@ type Bundle struct {
 	AdminKubeconfigFile string
 
 	caPEM   []byte
-	serving *tls.Certificate // nil for a bundle from LoadCA
+	serving atomic.Pointer[tls.Certificate] // nil for a bundle from LoadCA
+	// cfg is what Ensure was given, for Renew.
+	cfg Config
 }
 
 // Ensure creates whatever is missing or stale in cfg.Dir and returns the
@@ -101,13 +117,21 @@ func ensure(cfg Config, now time.Time) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := b.ensureServing(cfg.Hosts, now); err != nil {
-		return nil, err
-	}
-	if err := b.ensureAdminKubeconfig(cfg.APIServerURL, now); err != nil {
+	b.cfg = cfg
+	if err := b.renew(now); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// renew reissues the serving certificate and the admin kubeconfig if
+// they expire within renewBefore (or no longer match the configuration);
+// a new serving certificate is served from the next handshake on.
+func (b *Bundle) renew(now time.Time) error {
+	if err := b.ensureServing(b.cfg.Hosts, now); err != nil {
+		return err
+	}
+	return b.ensureAdminKubeconfig(b.cfg.APIServerURL, now)
 }
 
 // LoadCA loads the CA from dir without creating anything. The returned
@@ -237,8 +261,33 @@ func (b *Bundle) TLSConfig() *tls.Config {
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 	}
-	if b.serving != nil {
-		cfg.Certificates = []tls.Certificate{*b.serving}
+	if b.serving.Load() != nil {
+		// The certificate of each handshake: Renew may replace it.
+		cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return b.serving.Load(), nil }
 	}
 	return cfg
+}
+
+// Run keeps the certificates on disk fresh while the control plane runs:
+// every hour, the serving certificate and the admin kubeconfig are
+// reissued once they are within 30 days of expiring (as Ensure does at
+// start), the new serving certificate taking over at the next handshake.
+// It returns when ctx ends; a failed renewal is logged and retried.
+func (b *Bundle) Run(ctx context.Context) error {
+	log := b.cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	t := time.NewTicker(renewCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			if err := b.renew(now); err != nil {
+				log.Error("renew the control plane's certificates", "component", "pki", "err", err)
+			}
+		}
+	}
 }

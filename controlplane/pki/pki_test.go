@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -336,6 +337,13 @@ func TestTLSHandshakeWithKubeconfigCert(t *testing.T) {
 		fmt.Fprintf(w, "%s %s %s", r.Proto, sub.CommonName, strings.Join(sub.Organization, ","))
 	}))
 	srv.TLS = b.TLSConfig()
+	// httptest serves its own certificate unless Certificates is set; a
+	// real listener has none and calls GetCertificate.
+	cur, err := srv.TLS.GetCertificate(&tls.ClientHelloInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.TLS.Certificates = []tls.Certificate{*cur}
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	defer srv.Close()
@@ -446,5 +454,58 @@ func TestFrontProxy(t *testing.T) {
 	}
 	if string(again.CAPEM) != string(fp.CAPEM) {
 		t.Fatal("the front-proxy CA changed between starts")
+	}
+}
+
+// A running control plane renews too: the same bundle, renewed as time
+// passes, serves the new certificate from its next handshake, and
+// rewrites the admin kubeconfig, with nothing restarted.
+func TestRenewWhileRunning(t *testing.T) {
+	cfg := testConfig(t)
+	now := time.Now()
+	b := mustEnsure(t, cfg, now)
+	tlsCfg := b.TLSConfig()
+	served := func() *x509.Certificate {
+		c, err := tlsCfg.GetCertificate(&tls.ClientHelloInfo{})
+		if err != nil || c == nil {
+			t.Fatalf("GetCertificate: %v", err)
+		}
+		leaf, err := x509.ParseCertificate(c.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leaf
+	}
+	first := served()
+	if err := b.renew(now.Add(24 * time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if !served().Equal(first) {
+		t.Error("a fresh serving certificate was reissued a day later")
+	}
+	kubeBefore := readFile(t, cfg.Dir, AdminKubeconfigName)
+	later := now.Add(340 * 24 * time.Hour)
+	if err := b.renew(later); err != nil {
+		t.Fatal(err)
+	}
+	if got := served(); got.Equal(first) || !got.NotAfter.After(later.Add(300*24*time.Hour)) {
+		t.Errorf("served certificate after renewal expires %s, want a new one", got.NotAfter)
+	}
+	if bytes.Equal(kubeBefore, readFile(t, cfg.Dir, AdminKubeconfigName)) {
+		t.Error("the admin kubeconfig was not renewed")
+	}
+}
+
+// In-process credentials live as long as the CA.
+func TestInProcessClamped(t *testing.T) {
+	b := mustEnsure(t, testConfig(t), time.Now())
+	certPEM, _, err := b.SignClientCert("system:kube-scheduler", nil, InProcess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(certPEM)
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil || !c.NotAfter.Equal(b.CACert.NotAfter) {
+		t.Errorf("in-process certificate expires %s, CA %s (%v)", c.NotAfter, b.CACert.NotAfter, err)
 	}
 }
