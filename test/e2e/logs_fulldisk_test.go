@@ -50,9 +50,10 @@ func TestContainerLogsFullDisk(t *testing.T) {
 		return strings.Contains(out, "Warning")
 	})
 	// Still full: the container runs and counts on, well past what its
-	// pipes hold (1,000 lines are 100 kB; a pipe holds 64 KiB).
-	testkit.Eventually(t, 90*time.Second, "the container wrote more than a pipe holds since the fill", func() bool {
-		return podCount(t, cp, "chatty") > atFill+1000
+	// output's buffers hold (3,000 lines are 300 kB; the pipe into the
+	// shim, the shim's copy buffer and the FIFO hold 160 KiB).
+	testkit.Eventually(t, 120*time.Second, "the container wrote more than its pipes hold since the fill", func() bool {
+		return podCount(t, cp, "chatty") > atFill+3000
 	})
 	before := podCount(t, cp, "chatty")
 	time.Sleep(3 * time.Second)
