@@ -95,6 +95,9 @@ func (l *CRI) Stream(name string) *Stream {
 // line when endLine is set; false when it was dropped.
 func (l *CRI) entry(stream string, tag byte, line []byte, endLine bool) bool {
 	now := l.now()
+	if l.skip(now, len(line)) {
+		return false
+	}
 	var b bytes.Buffer
 	b.Grow(len(line) + 96)
 	if endLine {
@@ -109,6 +112,18 @@ func (l *CRI) entry(stream string, tag byte, line []byte, endLine bool) bool {
 		f(d)
 	}
 	return ok
+}
+
+// skip drops an entry without formatting it while the writer is left
+// alone.
+func (l *CRI) skip(now time.Time, content int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.drops.Dropping && now.Before(l.retryAt) {
+		l.drop(content)
+		return true
+	}
+	return false
 }
 
 // write writes one entry or drops it; changed tells whether dropping

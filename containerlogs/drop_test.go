@@ -214,3 +214,62 @@ func TestDropReporterObserve(t *testing.T) {
 		t.Errorf("episodes started %s", got)
 	}
 }
+
+// A Logger resuming a container whose log file cannot be opened still
+// reads it (dropping the output), and opens the file once it can.
+func TestLoggerResumesWithoutItsLogFile(t *testing.T) {
+	dir, logs := t.TempDir(), t.TempDir()
+	stop := startLogger(t, dir, false)
+	c := NewClient(ClientConfig{Dir: dir})
+	logDir := filepath.Join(logs, "ctr")
+	logPath := filepath.Join(logDir, "0.log")
+	stdout, stderr, err := c.Add(context.Background(), "c1", logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ow, closeOut := shimSide(t, stdout)
+	_, closeErr := shimSide(t, stderr)
+	defer closeErr()
+	defer closeOut()
+	c.close()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The log's directory becomes a file: the new Logger cannot open it.
+	if err := os.RemoveAll(logDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(logDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startLogger(t, dir, false)
+	c = NewClient(ClientConfig{Dir: dir})
+	defer c.close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 2048 { // 200 kB: more than the pipe holds
+			ow.WriteString(strings.Repeat("z", 99) + "\n")
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the container's writes blocked on a log that cannot be opened")
+	}
+	testkit.Eventually(t, 5*time.Second, "dropped lines counted", func() bool {
+		d, err := c.Drops(context.Background())
+		return err == nil && d["c1"].Lines == 2048 && d["c1"].Err != ""
+	})
+	if err := os.Remove(logDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "written again once the file can be opened", func() bool {
+		ow.WriteString("back\n")
+		lines := logLines(t, logPath)
+		return len(lines) > 0 && lines[0] == "stdout back"
+	})
+}

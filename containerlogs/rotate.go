@@ -51,7 +51,7 @@ type RotatingFile struct {
 
 // OpenRotating creates the file's directory and opens it for appending.
 func OpenRotating(path string, rot Rotation) (*RotatingFile, error) {
-	r := &RotatingFile{path: path, rot: rot, now: time.Now}
+	r := unopenedRotating(path, rot)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create log directory for %s: %w", path, err)
 	}
@@ -59,6 +59,11 @@ func OpenRotating(path string, rot Rotation) (*RotatingFile, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// unopenedRotating is a RotatingFile its first Write opens.
+func unopenedRotating(path string, rot Rotation) *RotatingFile {
+	return &RotatingFile{path: path, rot: rot, now: time.Now}
 }
 
 func (r *RotatingFile) open() error {

@@ -40,7 +40,7 @@ type stream struct {
 // FIFOs are created and opened in the background (the open completes when
 // the shim opens their write ends); a resumed container's are opened at
 // once and read until their writers close (EOF at once if the shim is
-// already gone).
+// already gone), even when its log file cannot be opened.
 func openStream(reg registration, resume bool) (*stream, error) {
 	s := &stream{reg: reg, done: make(chan struct{}), finished: make(chan struct{})}
 	for i, path := range []string{reg.Stdout, reg.Stderr} {
@@ -58,6 +58,12 @@ func openStream(reg registration, resume bool) (*stream, error) {
 		s.in[i] = r
 	}
 	f, err := OpenRotating(reg.LogPath, reg.Rotation)
+	if err != nil && resume {
+		// The container runs and writes: read it anyway, and open its
+		// log with the first write that can (until then its output is
+		// dropped and counted, the error in its Drops).
+		f, err = unopenedRotating(reg.LogPath, reg.Rotation), nil
+	}
 	if err != nil {
 		s.closeInputs()
 		return nil, err
