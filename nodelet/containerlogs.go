@@ -60,12 +60,18 @@ func (a *Agent) logDropReporter(w *wired, recorder podlifecycle.EventRecorder) *
 			log.Warn("a container's log is dropping output; its pod is unknown", "id", id, "err", d.Err)
 			return
 		}
-		recorder.Eventf(podlifecycle.PodReference(pod, podlifecycle.ContainerFieldPath(pod, name)), corev1.EventTypeWarning,
-			containerlogs.EventLogDropped, "Container %s's log dropped %d bytes of output (%d lines) it could not write: %s",
-			name, d.Bytes, d.Lines, d.Err)
+		logDroppedEvent(recorder, pod, name, d)
 	}
 	return containerlogs.NewDropReporter(containerlogs.DropReporterConfig{
 		Drops: a.logs.Drops, Metrics: a.metrics, Started: started, Log: log})
+}
+
+// logDroppedEvent is the Warning event on the pod of a container whose
+// log started dropping output.
+func logDroppedEvent(recorder podlifecycle.EventRecorder, pod *corev1.Pod, container string, d containerlogs.Drops) {
+	recorder.Eventf(podlifecycle.PodReference(pod, podlifecycle.ContainerFieldPath(pod, container)), corev1.EventTypeWarning,
+		containerlogs.EventLogDropped, "Container %s's log dropped %d bytes of output (%d lines) it could not write: %s",
+		container, d.Bytes, d.Lines, d.Err)
 }
 
 // containerOf finds a container's pod and name in the PLEG's cache.
