@@ -273,3 +273,46 @@ func TestLoggerResumesWithoutItsLogFile(t *testing.T) {
 		return len(lines) > 0 && lines[0] == "stdout back"
 	})
 }
+
+// A write the file takes only part of (a full disk; here the process's
+// file size limit) is truncated away: the file keeps whole entries.
+func TestRotatingFileTruncatesAShortWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	r, err := OpenRotating(path, Rotation{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	entry := []byte(strings.Repeat("a", 29) + "\n")
+	for range 3 {
+		if _, err := r.Write(entry); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	// Writes past 100 bytes fail (EFBIG; Go ignores SIGXFSZ): the next
+	// entry fits 10 of its 30 bytes.
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: 100, Max: old.Max}); err != nil {
+		t.Fatal(err)
+	}
+	n, werr := r.Write(entry)
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if werr == nil || n != 0 {
+		t.Fatalf("Write past the limit = %d, %v; want 0 and an error", n, werr)
+	}
+	if st, err := os.Stat(path); err != nil || st.Size() != 90 {
+		t.Fatalf("size after the short write %v, %v; want 90 (truncated back)", st.Size(), err)
+	}
+	if _, err := r.Write([]byte("whole\n")); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	if want := strings.Repeat(string(entry), 3) + "whole\n"; string(data) != want {
+		t.Errorf("log %q, want %q", data, want)
+	}
+}
