@@ -68,6 +68,29 @@ func (c *Client) Remove(ctx context.Context, id string) error {
 	return nil
 }
 
+// Drops returns what the logs of the containers still logged dropped (by
+// container ID, those that dropped output only). Nil, without asking,
+// when no container is logged: it never starts a Logger for nothing.
+func (c *Client) Drops(ctx context.Context) (map[string]Drops, error) {
+	if !c.needed() {
+		return nil, nil
+	}
+	resp, err := c.call(ctx, request{Op: "stats"})
+	if err != nil {
+		return nil, fmt.Errorf("container logger: stats: %w", err)
+	}
+	return resp.Drops, nil
+}
+
+// needed tells whether a Logger should run: this client added a
+// container, or a Logger left registrations.
+func (c *Client) needed() bool {
+	c.mu.Lock()
+	used := c.used
+	c.mu.Unlock()
+	return used || c.hasRegistrations()
+}
+
 // Run keeps a Logger running while containers are logged (this client
 // added one, or registrations are on disk, from before a nodelet restart):
 // every few seconds it pings it and starts a new one if it died (the new
@@ -83,10 +106,7 @@ func (c *Client) Run(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		}
-		c.mu.Lock()
-		used := c.used
-		c.mu.Unlock()
-		if !used && !c.hasRegistrations() {
+		if !c.needed() {
 			continue
 		}
 		if _, err := c.call(ctx, request{Op: "ping"}); err != nil && ctx.Err() == nil {

@@ -154,6 +154,8 @@ func (l *Logger) handle(req request) response {
 		resp.Stdout, resp.Stderr, err = l.add(req)
 	case "remove":
 		err = l.remove(req.ID)
+	case "stats":
+		resp.Drops = l.drops()
 	default:
 		err = fmt.Errorf("unknown operation %q", req.Op)
 	}
@@ -297,6 +299,19 @@ func (l *Logger) detachAll() {
 		s.close(true)
 		<-s.finished
 	}
+}
+
+// drops is what the logged containers' logs dropped, for those that did.
+func (l *Logger) drops() map[string]Drops {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]Drops{}
+	for id, s := range l.streams {
+		if d := s.drops(); d.Episodes > 0 {
+			out[id] = d
+		}
+	}
+	return out
 }
 
 func (l *Logger) count() int {

@@ -7,7 +7,8 @@ package containerlogs
 
 // request is one call. Op "add" registers a container (idempotent: a
 // registered ID returns its FIFOs again), "remove" ends its logging once
-// its output is drained (briefly), "ping" checks the Logger answers.
+// its output is drained (briefly), "ping" checks the Logger answers,
+// "stats" returns what the logged containers' logs dropped.
 type request struct {
 	Op       string   `json:"op"`
 	ID       string   `json:"id,omitempty"`
@@ -21,6 +22,9 @@ type response struct {
 	Stdout string `json:"stdout,omitempty"`
 	Stderr string `json:"stderr,omitempty"`
 	PID    int    `json:"pid,omitempty"`
+	// Drops: "stats"' answer, by container ID, for the logged containers
+	// whose log dropped output.
+	Drops map[string]Drops `json:"drops,omitempty"`
 }
 
 // registration is a logged container, kept in DIR/streams/ID.json so a

@@ -34,18 +34,24 @@ type Rotation struct {
 // RotatingFile is a container's log file under a Rotation. kubectl logs
 // reads the current file; a follower sees the rename and reopens the path,
 // so following continues across a rotation.
+//
+// A failed Write leaves no part of p behind (a short write is truncated
+// away), so the file holds whole entries only and stays readable; a file
+// a failed rotation left closed is opened again by the next Write.
 type RotatingFile struct {
-	mu   sync.Mutex
-	path string
-	rot  Rotation
-	f    *os.File
-	size int64
-	now  func() time.Time
+	mu     sync.Mutex
+	path   string
+	rot    Rotation
+	f      *os.File // nil after a failed rotation, or closed
+	closed bool
+	size   int64
+	torn   bool // a short write could not be truncated: end its line first
+	now    func() time.Time
 }
 
 // OpenRotating creates the file's directory and opens it for appending.
 func OpenRotating(path string, rot Rotation) (*RotatingFile, error) {
-	r := &RotatingFile{path: path, rot: rot, now: time.Now}
+	r := unopenedRotating(path, rot)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create log directory for %s: %w", path, err)
 	}
@@ -53,6 +59,11 @@ func OpenRotating(path string, rot Rotation) (*RotatingFile, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// unopenedRotating is a RotatingFile its first Write opens.
+func unopenedRotating(path string, rot Rotation) *RotatingFile {
+	return &RotatingFile{path: path, rot: rot, now: time.Now}
 }
 
 func (r *RotatingFile) open() error {
@@ -74,25 +85,57 @@ func (r *RotatingFile) open() error {
 func (r *RotatingFile) Write(p []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.f == nil {
+	if r.closed {
 		return 0, fs.ErrClosed
+	}
+	if r.f == nil {
+		if err := r.open(); err != nil {
+			return 0, err
+		}
 	}
 	if r.rot.MaxSize > 0 && r.size > 0 && r.size+int64(len(p)) > r.rot.MaxSize {
 		if err := r.rotate(); err != nil {
 			return 0, fmt.Errorf("rotate %s: %w", r.path, err)
 		}
 	}
-	n, err := r.f.Write(p)
-	r.size += int64(n)
-	return n, err
+	return r.write(p)
 }
 
-// rotate renames the current file aside, opens a new one and prunes.
+// write appends p whole or not at all: a short write (a full disk) is
+// truncated away, since a reader cannot parse a torn entry, nor the next
+// one appended to it.
+func (r *RotatingFile) write(p []byte) (int, error) {
+	out := p
+	if r.torn {
+		out = append([]byte{'\n'}, p...)
+	}
+	n, err := r.f.Write(out)
+	if err == nil {
+		r.size += int64(n)
+		r.torn = false
+		return len(p), nil
+	}
+	if n > 0 {
+		if terr := r.f.Truncate(r.size); terr != nil {
+			// The torn line is ended before the next entry: readers skip
+			// it as unparseable.
+			r.size += int64(n)
+			r.torn = true
+			err = errors.Join(err, fmt.Errorf("truncate torn entry: %w", terr))
+		}
+	}
+	return 0, fmt.Errorf("write %s: %w", r.path, err)
+}
+
+// rotate renames the current file aside, opens a new one and prunes. On
+// failure the file may be left closed (r.f nil): the next Write opens it
+// again and retries the rotation.
 func (r *RotatingFile) rotate() error {
-	if err := r.f.Close(); err != nil {
+	err := r.f.Close()
+	r.f = nil
+	if err != nil {
 		return err
 	}
-	r.f = nil
 	base := r.path + "." + r.now().UTC().Format(rotatedTimeFormat)
 	dst := base
 	for i := 1; fileExists(dst); i++ { // rotated twice within a second
@@ -143,6 +186,7 @@ func Rotated(path string) ([]string, error) {
 func (r *RotatingFile) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.closed = true
 	if r.f == nil {
 		return nil
 	}

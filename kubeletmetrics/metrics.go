@@ -96,6 +96,8 @@ type Metrics struct {
 	containerGC *prometheus.CounterVec
 	imageGC     *prometheus.CounterVec
 
+	logDroppedBytes, logDroppedLines prometheus.Counter
+
 	podStart *PodStartTracker
 }
 
@@ -144,6 +146,10 @@ func New(nodeName string) (*Metrics, error) {
 			[]string{"kind"}),
 		imageGC: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "kubelet", Name: "image_garbage_collected_total",
 			Help: "Total number of images garbage collected by the kubelet, whether through disk usage or image age."}, []string{"reason"}),
+		logDroppedBytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "nodelet", Name: "container_log_dropped_bytes_total",
+			Help: "Cumulative number of bytes of containers' output the node's container logger dropped because their log files refused writes (a full disk, a failed rotation)."}),
+		logDroppedLines: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "nodelet", Name: "container_log_dropped_lines_total",
+			Help: "Cumulative number of log lines (or parts of lines over 16 KiB) of containers' output the node's container logger dropped because their log files refused writes."}),
 	}
 	m.podStart = newPodStartTracker(m.observePodStart, time.Now)
 	m.nodeName.WithLabelValues(nodeName).Set(1)
@@ -159,6 +165,7 @@ func New(nodeName string) (*Metrics, error) {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.nodeName, m.plegRelist, m.plegInterval, m.plegDiscard, m.plegLastSeen, m.runningPods, m.runningContainers,
 		m.podStartSLI, m.podStartTotal, m.imagePull, m.evictions, m.containerGC, m.imageGC, m.volumes,
+		m.logDroppedBytes, m.logDroppedLines,
 	}
 	for _, c := range cs {
 		if err := m.reg.Register(c); err != nil {
@@ -278,6 +285,19 @@ func (m *Metrics) ImageGCRemoved(reason string) {
 		return
 	}
 	m.imageGC.WithLabelValues(reason).Inc()
+}
+
+// ContainerLogDropped counts containers' output the node's container
+// logger dropped while their log files refused writes
+// (nodelet_container_log_dropped_bytes_total, _lines_total; per node, no
+// labels; upstream has no such metric). It has the shape of
+// containerlogs.DropMetrics.
+func (m *Metrics) ContainerLogDropped(bytes, lines uint64) {
+	if m == nil {
+		return
+	}
+	m.logDroppedBytes.Add(float64(bytes))
+	m.logDroppedLines.Add(float64(lines))
 }
 
 func (m *Metrics) observePodStart(sli, total time.Duration) {

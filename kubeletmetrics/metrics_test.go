@@ -52,6 +52,7 @@ func TestNewExposesUpstreamNames(t *testing.T) {
 		`kubelet_pod_start_sli_duration_seconds_count 0`,
 		`kubelet_image_garbage_collected_total{reason="space"} 0`,
 		`nodelet_container_gc_removed_total{kind="sandbox"} 0`,
+		`nodelet_container_log_dropped_bytes_total 0`,
 		`go_goroutines `,
 		`process_cpu_seconds_total `,
 	} {
@@ -171,7 +172,11 @@ func TestCounters(t *testing.T) {
 	m.ContainerGCRemoved("sandbox")
 	m.ContainerGCRemoved("container")
 	m.ImageGCRemoved("space")
+	m.ContainerLogDropped(100, 2)
+	m.ContainerLogDropped(50, 1)
 	for series, want := range map[string]float64{
+		`nodelet_container_log_dropped_bytes_total`:             150,
+		`nodelet_container_log_dropped_lines_total`:             3,
 		`kubelet_evictions{eviction_signal="memory.available"}`: 2,
 		`kubelet_evictions{eviction_signal="nodefs.available"}`: 1,
 		`nodelet_container_gc_removed_total{kind="container"}`:  2,
@@ -198,6 +203,7 @@ func TestNilMetrics(t *testing.T) {
 	m.Evicted("memory.available")
 	m.ContainerGCRemoved("container")
 	m.ImageGCRemoved("space")
+	m.ContainerLogDropped(1, 1)
 	m.PodStart().ObservedPodOnWatch(pod)
 	m.PodStart().StartedPulling("x")
 	m.PodStart().FinishedPulling("x")

@@ -4,7 +4,12 @@ import (
 	"fmt"
 	"path/filepath"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/nodelet/nodelet/containerlogs"
+	"github.com/nodelet/nodelet/pleg"
+	"github.com/nodelet/nodelet/podlifecycle"
 	"github.com/nodelet/nodelet/runtime/containerd"
 )
 
@@ -36,6 +41,53 @@ func (a *Agent) containerLogs() containerd.ContainerLogger {
 		})
 	}
 	return a.logs
+}
+
+// logDropReporter polls the container logger for the output it dropped
+// (nodelet_container_log_dropped_bytes_total, _lines_total) and puts a
+// Warning event on the pod of a container whose log started dropping; nil
+// without the container logger.
+func (a *Agent) logDropReporter(w *wired, recorder podlifecycle.EventRecorder) *containerlogs.DropReporter {
+	if a.logs == nil {
+		return nil
+	}
+	log := a.log.With("component", "container-log-drops")
+	cache := w.pleg.Cache()
+	started := func(id string, d containerlogs.Drops) {
+		uid, name := containerOf(cache, id)
+		pod := podByUID(w, uid)
+		if pod == nil {
+			log.Warn("a container's log is dropping output; its pod is unknown", "id", id, "err", d.Err)
+			return
+		}
+		logDroppedEvent(recorder, pod, name, d)
+	}
+	return containerlogs.NewDropReporter(containerlogs.DropReporterConfig{
+		Drops: a.logs.Drops, Metrics: a.metrics, Started: started, Log: log})
+}
+
+// logDroppedEvent is the Warning event on the pod of a container whose
+// log started dropping output.
+func logDroppedEvent(recorder podlifecycle.EventRecorder, pod *corev1.Pod, container string, d containerlogs.Drops) {
+	recorder.Eventf(podlifecycle.PodReference(pod, podlifecycle.ContainerFieldPath(pod, container)), corev1.EventTypeWarning,
+		containerlogs.EventLogDropped, "Container %s's log dropped %d bytes of output (%d lines) it could not write: %s",
+		container, d.Bytes, d.Lines, d.Err)
+}
+
+// containerOf finds a container's pod and name in the PLEG's cache.
+func containerOf(cache *pleg.Cache, id string) (types.UID, string) {
+	for _, uid := range cache.UIDs() {
+		st, _ := cache.Get(uid)
+		if st == nil {
+			continue
+		}
+		for _, c := range st.Containers {
+			if c.ID == id {
+				return uid, c.Name
+			}
+		}
+	}
+	return "", ""
 }
 
 // loggerDir holds the logger's socket, registrations and FIFOs.

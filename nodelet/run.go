@@ -100,6 +100,9 @@ func (a *Agent) startBase(l *loops, w *wired, hz net.Listener, started <-chan st
 	if a.logs != nil {
 		l.run("container logger", a.logs.Run)
 	}
+	if w.logDrops != nil {
+		l.run("container log drops", w.logDrops.Run)
+	}
 	if hz != nil {
 		h := healthzHandler(loopsHealthy(w.pleg, w.rt))
 		l.run("healthz", func(ctx context.Context) error { return serveHealthz(ctx, hz, h, a.log) })

@@ -21,6 +21,7 @@ import (
 	utilkernel "k8s.io/kubernetes/pkg/util/kernel"
 
 	"github.com/nodelet/nodelet/admission"
+	"github.com/nodelet/nodelet/containerlogs"
 	"github.com/nodelet/nodelet/eviction"
 	"github.com/nodelet/nodelet/localpath"
 	"github.com/nodelet/nodelet/nodestatus"
@@ -57,6 +58,9 @@ type wired struct {
 	evict     *eviction.Manager
 	pressure  *eviction.NodePressure
 	evictions *podlifecycle.Evictions
+
+	// logDrops reports what the container logger dropped (nil without it).
+	logDrops *containerlogs.DropReporter
 }
 
 // wire builds the node's parts in the order their reads need, so that
@@ -101,6 +105,7 @@ func (a *Agent) wire(ctx context.Context, c *components) (*wired, error) {
 	if w.evict, err = a.evictionManager(ctx, w, recorder, nodeEvent); err != nil {
 		return nil, err
 	}
+	w.logDrops = a.logDropReporter(w, recorder)
 	if err := a.feedWorkers(w); err != nil {
 		return nil, err
 	}
