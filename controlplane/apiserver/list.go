@@ -41,6 +41,12 @@ func newMatcher(res *registry.Resource, q url.Values) (*matcher, error) {
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector: %v", err))
 		}
+		sel, _ = sel.Transform(func(field, value string) (string, string, error) {
+			if to, ok := res.FieldAliases[field]; ok {
+				return to, value, nil
+			}
+			return field, value, nil
+		})
 		supported := fieldSet(res, res.New())
 		for _, req := range sel.Requirements() {
 			if _, ok := supported[req.Field]; !ok {
