@@ -80,6 +80,7 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRequests$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
 	$(GO) test -run '^$$' -fuzz '^FuzzPatch$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./controlplane/apiserver/
+	$(GO) test -run '^$$' -fuzz '^FuzzSelectors$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
 	$(GO) test -run '^$$' -fuzz '^FuzzAuthorizationAttributes$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
 	$(GO) test -run '^$$' -fuzz '^FuzzAuthenticateToken$$' -fuzztime $(FUZZTIME) ./controlplane/satoken/
 
