@@ -145,7 +145,9 @@ func (s *Server) list(ctx context.Context, info requestInfo, q url.Values) ([]ru
 		if err != nil {
 			return nil, 0, "", err
 		}
-		opts.StartKey, firstRev = tok.Start, tok.Rev
+		// A negative revision continues at the latest, as upstream's
+		// (its tokens carry one when the first page's is compacted).
+		opts.StartKey, firstRev = tok.Start, max(tok.Rev, 0)
 	}
 	var items []runtime.Object
 	for {

@@ -1,13 +1,16 @@
 package apiserver
 
 import (
+	"context"
 	"net/url"
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodelet/nodelet/controlplane/registry"
+	"github.com/nodelet/nodelet/controlplane/storage"
 )
 
 // TestPodFieldLabelConversion: pods' field selectors take upstream's
@@ -38,5 +41,33 @@ func TestPodFieldLabelConversion(t *testing.T) {
 	}
 	if _, err := newMatcher(pods, url.Values{"fieldSelector": {"spec.hosts=n1"}}); err == nil {
 		t.Error("spec.hosts=n1: accepted")
+	}
+}
+
+// TestContinueNegativeRevision: a continue token of a negative revision
+// lists at the latest one, as upstream's, and never answers a
+// resourceVersion a watch would refuse: it answered "-1" to a seed of
+// FuzzListQuery.
+func TestContinueNegativeRevision(t *testing.T) {
+	env := newTestEnv(t, storage.HubOptions{}, nil)
+	cms := env.clientset(t).CoreV1().ConfigMaps("default")
+	ctx := context.Background()
+	for _, name := range []string{"a", "b"} {
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var res *registry.Resource
+	for _, r := range registry.All() {
+		if r.GroupVersion.Group == "" && r.Name == "configmaps" {
+			res = r
+		}
+	}
+	list, err := cms.List(ctx, metav1.ListOptions{Limit: 1, Continue: encodeContinue(-1, listPrefix(res, "default"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv, err := strconv.ParseInt(list.ResourceVersion, 10, 64); err != nil || rv <= 0 || len(list.Items) != 1 || list.Items[0].Name != "a" {
+		t.Fatalf("listed %d items at resourceVersion %q", len(list.Items), list.ResourceVersion)
 	}
 }
