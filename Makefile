@@ -81,6 +81,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRequests$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
 	$(GO) test -run '^$$' -fuzz '^FuzzPatch$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./controlplane/apiserver/
 	$(GO) test -run '^$$' -fuzz '^FuzzSelectors$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
+	$(GO) test -run '^$$' -fuzz '^FuzzListQuery$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
 	$(GO) test -run '^$$' -fuzz '^FuzzAuthorizationAttributes$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
 	$(GO) test -run '^$$' -fuzz '^FuzzAuthenticateToken$$' -fuzztime $(FUZZTIME) ./controlplane/satoken/
 
