@@ -74,7 +74,7 @@ func encodeSeed(f *testing.F, srv *Server, format string, obj runtime.Object) []
 // written (and the object deleted after); updates are dry runs.
 func FuzzDecode(f *testing.F) {
 	srv := newFuzzServer(f)
-	srv.SetResources("gadgets.example.com", []*registry.Resource{gadgets()})
+	serveGadgets(f, srv)
 	h := srv.Handler()
 	targets := decodeTargets()
 	for ti, tg := range targets {

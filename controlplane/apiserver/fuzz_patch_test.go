@@ -11,10 +11,13 @@ import (
 	"strings"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cbor "k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/kube-openapi/pkg/cached"
 
 	"github.com/nodelet/nodelet/controlplane/registry"
 )
@@ -94,6 +97,8 @@ func FuzzPatch(f *testing.F) {
 		{3, 1, true, `{"spec":{"size":2,"parts":null}}`},
 		{3, 0, false, `[{"op":"replace","path":"/spec/parts/0/name","value":"b"}]`},
 		{3, 2, false, `{"spec":{"size":3}}`},
+		{3, 3, true, ""},
+		{3, 3, false, "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\nspec: {size: 2}\n"},
 	} {
 		f.Add(s.target, s.kind, s.write, []byte(s.patch), []byte(nil), uint16(0), []byte(nil))
 	}
@@ -107,7 +112,7 @@ func FuzzPatch(f *testing.F) {
 	}
 	f.Add(uint8(1), uint8(4), true, applied, []byte(nil), uint16(0), []byte(nil))
 	srv := newFuzzServer(f)
-	srv.SetResources("gadgets.example.com", []*registry.Resource{gadgets()})
+	serveGadgets(f, srv)
 	h := srv.Handler()
 	for _, tg := range patchTargets {
 		collection := tg.path[:strings.LastIndex(tg.path, "/")]
@@ -209,4 +214,34 @@ func restore(t *testing.T, h http.Handler, tg patchTarget) {
 	if rec := fuzzServe(h, "POST", collection, "application/json", []byte(tg.body)); rec.Code != http.StatusCreated {
 		t.Fatalf("restore %s: create: HTTP %d: %s", tg.path, rec.Code, rec.Body.String())
 	}
+}
+
+// serveGadgets serves gadgets (crd_test.go), as the crds component serves
+// a CRD's resources: with the OpenAPI document server-side apply reads,
+// built by upstream's builder from a CRD of any spec.
+func serveGadgets(f *testing.F, srv *Server) {
+	preserve := true
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "gadgets.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.com",
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec": {Type: "object", XPreserveUnknownFields: &preserve},
+					},
+				}},
+			}},
+		},
+	}
+	doc, err := builder.BuildOpenAPIV3(crd, "v1", builder.Options{V2: false})
+	if err != nil {
+		f.Fatal(err)
+	}
+	srv.OpenAPI().UpdateGroupVersion("apis/example.com/v1", cached.Static(doc, "gadgets"))
+	srv.SetResources(crd.Name, []*registry.Resource{gadgets()})
 }
