@@ -74,9 +74,15 @@ unit:
 
 # Each fuzz target runs for FUZZTIME beyond its seeds (which unit runs);
 # a crash fails the target and leaves its input in the package's testdata.
+# FuzzPatch's bombs take a tenth of a second each: minimizing a new input
+# near them for the default minute would leave no time to fuzz.
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRequests$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
+	$(GO) test -run '^$$' -fuzz '^FuzzPatch$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./controlplane/apiserver/
+	$(GO) test -run '^$$' -fuzz '^FuzzSelectors$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
+	$(GO) test -run '^$$' -fuzz '^FuzzListQuery$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
 	$(GO) test -run '^$$' -fuzz '^FuzzAuthorizationAttributes$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
 	$(GO) test -run '^$$' -fuzz '^FuzzAuthenticateToken$$' -fuzztime $(FUZZTIME) ./controlplane/satoken/
 

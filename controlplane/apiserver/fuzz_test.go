@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -23,6 +25,53 @@ type adminAuthn struct{}
 
 func (adminAuthn) AuthenticateRequest(*http.Request) (*authenticator.Response, bool, error) {
 	return &authenticator.Response{User: &user.DefaultInfo{Name: "admin", Groups: []string{"system:masters"}}}, true, nil
+}
+
+// newFuzzServer is the real server on bolt in a temporary directory, its
+// default objects in place, serving the admin (system:masters).
+func newFuzzServer(f *testing.F) *Server {
+	store, err := bolt.Open(bolt.Config{Path: filepath.Join(f.TempDir(), "state.db")})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { store.Close() })
+	srv, err := New(Config{Store: store, Resources: registry.All(),
+		Authn: adminAuthn{}, Authz: AllowAuthenticated, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := srv.EnsureDefaults(context.Background()); err != nil {
+		f.Fatal(err)
+	}
+	return srv
+}
+
+// fuzzServe sends one request to h and returns the answer.
+func fuzzServe(h http.Handler, method, target, ctype string, body []byte) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, "https://localhost"+target, bytes.NewReader(body))
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// checkRefusal fails t unless rec is a success or a deliberate refusal:
+// a 4xx answered with a Kubernetes Status of the same code.
+func checkRefusal(t *testing.T, what string, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	if rec.Code < 400 {
+		return
+	}
+	if rec.Code >= 500 {
+		t.Fatalf("%s: HTTP %d: %s", what, rec.Code, rec.Body.String())
+	}
+	var st metav1.Status
+	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil || st.Kind != "Status" || st.APIVersion != "v1" ||
+		st.Status != metav1.StatusFailure || int(st.Code) != rec.Code {
+		t.Fatalf("%s: HTTP %d without a Status of its code (%v): %s", what, rec.Code, err, rec.Body.String())
+	}
 }
 
 // FuzzRequests sends arbitrary bodies, content types and paths through the
@@ -47,20 +96,7 @@ func FuzzRequests(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s.method, s.path, s.ctype, []byte(s.body))
 	}
-	store, err := bolt.Open(bolt.Config{Path: filepath.Join(f.TempDir(), "state.db")})
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer store.Close()
-	srv, err := New(Config{Store: store, Resources: registry.All(),
-		Authn: adminAuthn{}, Authz: AllowAuthenticated, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		f.Fatal(err)
-	}
-	if err := srv.EnsureDefaults(context.Background()); err != nil {
-		f.Fatal(err)
-	}
-	h := srv.Handler()
+	h := newFuzzServer(f).Handler()
 	f.Fuzz(func(t *testing.T, method, path, ctype string, body []byte) {
 		switch method {
 		case "GET", "POST", "PUT", "PATCH", "DELETE":

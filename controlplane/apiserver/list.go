@@ -41,6 +41,12 @@ func newMatcher(res *registry.Resource, q url.Values) (*matcher, error) {
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector: %v", err))
 		}
+		sel, _ = sel.Transform(func(field, value string) (string, string, error) {
+			if to, ok := res.FieldAliases[field]; ok {
+				return to, value, nil
+			}
+			return field, value, nil
+		})
 		supported := fieldSet(res, res.New())
 		for _, req := range sel.Requirements() {
 			if _, ok := supported[req.Field]; !ok {
@@ -139,7 +145,9 @@ func (s *Server) list(ctx context.Context, info requestInfo, q url.Values) ([]ru
 		if err != nil {
 			return nil, 0, "", err
 		}
-		opts.StartKey, firstRev = tok.Start, tok.Rev
+		// A negative revision continues at the latest, as upstream's
+		// (its tokens carry one when the first page's is compacted).
+		opts.StartKey, firstRev = tok.Start, max(tok.Rev, 0)
 	}
 	var items []runtime.Object
 	for {

@@ -45,9 +45,11 @@ func podResource() *Resource {
 			p.Spec.EphemeralContainers, p.ResourceVersion = eph, rv
 		}),
 
-		Fields:  selectable(podFields),
-		Columns: podColumns(),
-		Row:     row(podRow),
+		Fields: selectable(podFields),
+		// Old v1 clients select on spec.host.
+		FieldAliases: map[string]string{"spec.host": "spec.nodeName"},
+		Columns:      podColumns(),
+		Row:          row(podRow),
 	}
 }
 
@@ -95,6 +97,9 @@ func podFields(pod *corev1.Pod) fields.Set {
 		"status.phase":             string(pod.Status.Phase),
 		"status.podIP":             podIP,
 		"status.nominatedNodeName": pod.Status.NominatedNodeName,
+		// Upstream's conversion accepts status.podIPs but its selectable
+		// fields leave it out: a selector on it sees "" on every pod.
+		"status.podIPs": "",
 	}
 }
 

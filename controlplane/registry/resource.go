@@ -138,6 +138,10 @@ type Resource struct {
 	// Fields returns the field-selector fields beyond metadata.name and
 	// metadata.namespace (which the handlers add themselves).
 	Fields func(obj runtime.Object) fields.Set
+	// FieldAliases are field-selector fields accepted under another
+	// name, as upstream's field label conversion renames them: a
+	// selector on the key selects on the value.
+	FieldAliases map[string]string
 
 	// Columns and Row produce server-side table output (kubectl get). Row
 	// returns every cell, the name included, in Columns order. Columns with

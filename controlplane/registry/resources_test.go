@@ -143,6 +143,7 @@ func TestFields(t *testing.T) {
 	want := fields.Set{
 		"spec.nodeName": "n1", "spec.restartPolicy": "", "spec.schedulerName": "", "spec.serviceAccountName": "",
 		"spec.hostNetwork": "true", "status.phase": "Running", "status.podIP": "10.1.0.7", "status.nominatedNodeName": "",
+		"status.podIPs": "",
 	}
 	if got := resourceByName(t, "pods").Fields(pod); !reflect.DeepEqual(got, want) {
 		t.Errorf("pod fields = %v", got)
