@@ -85,6 +85,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzListQuery$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
 	$(GO) test -run '^$$' -fuzz '^FuzzAuthorizationAttributes$$' -fuzztime $(FUZZTIME) ./controlplane/apiserver/
 	$(GO) test -run '^$$' -fuzz '^FuzzAuthenticateToken$$' -fuzztime $(FUZZTIME) ./controlplane/satoken/
+	$(GO) test -run '^$$' -fuzz '^FuzzAuthenticate$$' -fuzztime $(FUZZTIME) ./controlplane/bootstraptoken/
+	$(GO) test -run '^$$' -fuzz '^FuzzRecognise$$' -fuzztime $(FUZZTIME) ./controlplane/controllers/servingcsr/
 
 e2e: build
 	$(GO) test -count=1 -timeout 35m ./test/e2e/...

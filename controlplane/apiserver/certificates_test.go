@@ -18,7 +18,7 @@ import (
 	"github.com/nodelet/nodelet/controlplane/storage"
 )
 
-func csrPEM(t *testing.T, cn string, orgs ...string) []byte {
+func csrPEM(t testing.TB, cn string, orgs ...string) []byte {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

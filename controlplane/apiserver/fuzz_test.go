@@ -96,6 +96,14 @@ func FuzzRequests(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s.method, s.path, s.ctype, []byte(s.body))
 	}
+	// A CertificateSigningRequest (its request a real PEM block) and its
+	// approval: the parser of requests takes what clients send.
+	csr, _ := json.Marshal(map[string]any{"metadata": map[string]string{"name": "c"}, "spec": map[string]any{
+		"request": csrPEM(f, "system:node:n1", "system:nodes"), "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
+		"usages": []string{"digital signature", "client auth"}}})
+	f.Add("POST", "/apis/certificates.k8s.io/v1/certificatesigningrequests", "application/json", csr)
+	f.Add("PUT", "/apis/certificates.k8s.io/v1/certificatesigningrequests/c/approval", "application/json",
+		[]byte(`{"metadata":{"name":"c"},"status":{"conditions":[{"type":"Approved","status":"True"}]}}`))
 	h := newFuzzServer(f).Handler()
 	f.Fuzz(func(t *testing.T, method, path, ctype string, body []byte) {
 		switch method {

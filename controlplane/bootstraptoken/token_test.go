@@ -85,3 +85,30 @@ func TestClusterInfoKubeconfig(t *testing.T) {
 		t.Errorf("cluster-info kubeconfig %s (%v)", data, err)
 	}
 }
+
+// FuzzAuthenticate: whatever a client sends as a bearer token, the
+// authenticator never fails and accepts exactly the stored token.
+func FuzzAuthenticate(f *testing.F) {
+	const tok = "abcdef.0123456789abcdef"
+	s, err := Secret(tok, Token{Groups: []string{"system:bootstrappers:kubeadm:default-node-token"}}, time.Now())
+	if err != nil {
+		f.Fatal(err)
+	}
+	authn := Authenticator(secretMap{"kube-system/" + s.Name: s})
+	for _, seed := range []string{tok, "abcdef.0123456789abcdeF", "abcdef.", ".0123456789abcdef", "abcdef.0123456789abcdef.x",
+		"abcdef\x00.0123456789abcdef", "ABCDEF.0123456789ABCDEF", "aaaaaa.bbbbbbbbbbbbbbbb"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, token string) {
+		resp, ok, err := authn.AuthenticateToken(context.Background(), token)
+		if err != nil {
+			t.Fatalf("token %q: error %v", token, err)
+		}
+		if ok != (token == tok) {
+			t.Fatalf("token %q: authenticated %v", token, ok)
+		}
+		if ok && resp.User.GetName() != "system:bootstrap:abcdef" {
+			t.Fatalf("user %q", resp.User.GetName())
+		}
+	})
+}

@@ -1,14 +1,19 @@
 package servingcsr
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"net"
 	"slices"
 	"testing"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	capi "k8s.io/kubernetes/pkg/apis/certificates"
 )
 
 // Only a node asking for itself, in the kubelet-serving shape, is
@@ -56,4 +61,38 @@ func TestRecognise(t *testing.T) {
 	if missing := uncovered(other, node); !slices.Equal(missing, []string{"kubernetes.default", "10.0.0.9"}) {
 		t.Errorf("uncovered = %v", missing)
 	}
+}
+
+// FuzzRecognise: arbitrary request bytes, requesters and usages never
+// crash the approver's checks, and whatever it recognises is the node's
+// own request in upstream's kubelet-serving shape.
+func FuzzRecognise(f *testing.F) {
+	f.Add([]byte("-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n"), "system:node:n1", "server auth", "10.0.0.5")
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		f.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:n1",
+		Organization: []string{"system:nodes"}}, DNSNames: []string{"n1"}, IPAddresses: []net.IP{net.ParseIP("10.0.0.5")}}, key)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), "system:node:n1", "server auth", "10.0.0.5")
+	f.Add([]byte{}, "system:node:", "digital signature", "")
+	f.Add([]byte("not pem"), "system:bootstrap:abcdef", "client auth", "::1")
+	f.Fuzz(func(t *testing.T, pemData []byte, user, usage, addr string) {
+		csr := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request: pemData, Username: user, Groups: []string{"system:nodes"}, SignerName: certificatesv1.KubeletServingSignerName,
+			Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.KeyUsage(usage)}}}
+		req, err := capi.ParseCSR(pemData)
+		if err != nil {
+			return
+		}
+		name, ok := requestingNode(csr, req)
+		if ok && (req.Subject.CommonName != "system:node:"+name || name == "" || !slices.Equal(req.Subject.Organization, []string{"system:nodes"})) {
+			t.Fatalf("recognised %q for subject %+v", name, req.Subject)
+		}
+		node := &corev1.Node{Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: addr}}}}
+		_ = uncovered(req, node)
+	})
 }
