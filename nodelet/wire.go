@@ -23,6 +23,7 @@ import (
 	"github.com/nodelet/nodelet/admission"
 	"github.com/nodelet/nodelet/eviction"
 	"github.com/nodelet/nodelet/localpath"
+	"github.com/nodelet/nodelet/nodecerts"
 	"github.com/nodelet/nodelet/nodestatus"
 	"github.com/nodelet/nodelet/pleg"
 	"github.com/nodelet/nodelet/podworkers"
@@ -57,6 +58,9 @@ type wired struct {
 	evict     *eviction.Manager
 	pressure  *eviction.NodePressure
 	evictions *podlifecycle.Evictions
+
+	// serving renews the API's serving certificate (ServerTLSBootstrap).
+	serving *nodecerts.Serving
 }
 
 // wire builds the node's parts in the order their reads need, so that
