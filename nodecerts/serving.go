@@ -6,9 +6,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
+	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +28,7 @@ import (
 // when the addresses change.
 type Serving struct {
 	manager certificate.Manager
+	log     *slog.Logger
 }
 
 // NewServing builds the manager. client is the node's own API client;
@@ -50,15 +53,32 @@ func NewServing(cfg Config, client kubernetes.Interface, addresses func() []core
 	if err != nil {
 		return nil, fmt.Errorf("serving certificate manager: %w", err)
 	}
-	return &Serving{manager: m}, nil
+	return &Serving{manager: m, log: cfg.Log}, nil
 }
 
-// Run asks for and renews the certificate until ctx ends.
+// Run asks for and renews the certificate until ctx ends, logging each
+// one it gets (the manager's own logs are klog's verbose ones).
 func (s *Serving) Run(ctx context.Context) error {
 	s.manager.Start()
-	<-ctx.Done()
-	s.manager.Stop()
-	return nil
+	defer s.manager.Stop()
+	last := s.manager.Current()
+	tick := time.NewTicker(rotationCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if cur := s.manager.Current(); cur != nil && cur != last {
+			what := "serving certificate renewed"
+			if last == nil {
+				what = "serving certificate issued"
+			}
+			last = cur
+			s.log.Info(what, "dnsNames", cur.Leaf.DNSNames, "ips", cur.Leaf.IPAddresses, "notAfter", cur.Leaf.NotAfter)
+		}
+	}
 }
 
 // GetCertificate is tls.Config's: the current certificate. Until one is
