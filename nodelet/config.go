@@ -234,6 +234,11 @@ func setAgentDefaults(cfg *Config) error {
 	if cfg.Credentials.CertDir == "" {
 		cfg.Credentials.CertDir = filepath.Join(cfg.RootDir, "pki")
 	}
+	// The kubeconfig written names the pair file by this path, and a
+	// relative one would be read relative to the kubeconfig's directory.
+	if dir, err := filepath.Abs(cfg.Credentials.CertDir); err == nil {
+		cfg.Credentials.CertDir = dir
+	}
 	if !filepath.IsAbs(cfg.RootDir) {
 		return fmt.Errorf("nodelet: root dir %q is not absolute", cfg.RootDir)
 	}
