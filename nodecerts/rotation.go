@@ -87,11 +87,12 @@ func (r *ClientRotation) Run(ctx context.Context) error {
 		}
 		cur := r.manager.Current()
 		switch {
-		case cur == nil:
+		case cur == nil && last != nil:
 			// Expired or gone: the manager asks with the bootstrap
 			// credentials, if any (clientset).
-			r.cfg.Log.Error("no valid client certificate; waiting for a new one")
-		case cur != last:
+			r.cfg.Log.Error("the client certificate expired before it was renewed; waiting for a new one")
+			last = nil
+		case cur != nil && cur != last:
 			last = cur
 			r.cfg.Log.Info("client certificate rotated; reconnecting with it", "notAfter", cur.Leaf.NotAfter)
 			r.dialer.CloseAll()
