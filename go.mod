@@ -45,7 +45,7 @@ require (
 	k8s.io/apimachinery v0.37.2
 	k8s.io/apiserver v0.37.2
 	k8s.io/client-go v0.37.2
-	k8s.io/cluster-bootstrap v0.37.2
+	k8s.io/cluster-bootstrap v0.0.0
 	k8s.io/component-base v0.37.2
 	k8s.io/component-helpers v0.37.2
 	k8s.io/controller-manager v0.37.2

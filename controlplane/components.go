@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -27,6 +28,7 @@ import (
 	"github.com/nodelet/nodelet/controlplane/controllers/nodeipam"
 	"github.com/nodelet/nodelet/controlplane/controllers/nodelifecycle"
 	"github.com/nodelet/nodelet/controlplane/controllers/podgc"
+	"github.com/nodelet/nodelet/controlplane/controllers/servingcsr"
 	"github.com/nodelet/nodelet/controlplane/controllers/upstream"
 	"github.com/nodelet/nodelet/controlplane/leader"
 	"github.com/nodelet/nodelet/controlplane/pki"
@@ -110,7 +112,7 @@ func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config,
 	defer schedEvents.Shutdown()
 
 	log := c.cfg.Log
-	runs, err := buildControllers(c.cfg, accounts, factory, ctrlRecorder)
+	runs, err := buildControllers(ctx, c.cfg, accounts, factory, ctrlRecorder)
 	if err != nil {
 		return err
 	}
@@ -118,7 +120,9 @@ func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config,
 	// each records events through a broadcaster of its own.
 	upstreamRuns, err := upstream.Build(ctx, upstream.Config{Accounts: accounts, Informers: factory,
 		HPASyncPeriod: c.cfg.HPASyncPeriod, HPADownscaleStabilization: c.cfg.HPADownscaleStabilization,
-		RootCA: ctrlCfg.CAData, Root: ctrlCfg, LegacyTokens: legacyTokens})
+		RootCA: ctrlCfg.CAData, Root: ctrlCfg, LegacyTokens: legacyTokens,
+		Signing: upstream.Signing{CertFile: filepath.Join(c.cfg.DataDir, pki.CACertName),
+			KeyFile: filepath.Join(c.cfg.DataDir, pki.CAKeyName), Duration: c.cfg.ClusterSigningDuration}})
 	if err != nil {
 		return fmt.Errorf("upstream controllers: %w", err)
 	}
@@ -157,7 +161,7 @@ func (c *ControlPlane) lead(ctx context.Context, ctrlCfg, schedCfg *rest.Config,
 // buildControllers constructs every controller (registering their informer
 // handlers) and returns their Run functions by name. Each writes as the
 // ServiceAccount upstream's counterpart uses.
-func buildControllers(cfg Config, accounts accountConfig, factory informers.SharedInformerFactory, rec record.EventRecorder) (map[string]func(context.Context) error, error) {
+func buildControllers(ctx context.Context, cfg Config, accounts accountConfig, factory informers.SharedInformerFactory, rec record.EventRecorder) (map[string]func(context.Context) error, error) {
 	log := cfg.Log
 	runs := map[string]func(context.Context) error{}
 	clients := func(account string) (kubernetes.Interface, metadata.Interface, error) {
@@ -236,6 +240,11 @@ func buildControllers(cfg Config, accounts accountConfig, factory informers.Shar
 		return nil, fmt.Errorf("local-path provisioner: %w", err)
 	}
 	runs["local-path-provisioner"] = func(ctx context.Context) error { return lp.Run(ctx, 2) }
+	if cs, _, err = clients(authorization.KubeletServingApproverAccount); err != nil {
+		return nil, err
+	}
+	serving := servingcsr.New(ctx, servingcsr.Config{Client: cs, Informers: factory, Log: log})
+	runs["kubelet-serving-approver"] = func(ctx context.Context) error { return serving.Run(ctx, 2) }
 	return runs, nil
 }
 

@@ -36,6 +36,7 @@ import (
 	"github.com/nodelet/nodelet/controlplane/apiserver"
 	"github.com/nodelet/nodelet/controlplane/apivalidation"
 	"github.com/nodelet/nodelet/controlplane/authorization"
+	"github.com/nodelet/nodelet/controlplane/bootstraptoken"
 	"github.com/nodelet/nodelet/controlplane/crds"
 	"github.com/nodelet/nodelet/controlplane/flowcontrol"
 	"github.com/nodelet/nodelet/controlplane/nodeclient"
@@ -108,6 +109,10 @@ type Config struct {
 	// 15 s and 5 min).
 	HPASyncPeriod             time.Duration
 	HPADownscaleStabilization time.Duration
+	// ClusterSigningDuration is the longest certificate the CSR signers
+	// issue with the cluster CA (kube-controller-manager's
+	// --cluster-signing-duration); zero: a year.
+	ClusterSigningDuration time.Duration
 	// DisableLeaderElection runs controllers and scheduler without taking
 	// the lease (only for a single control plane).
 	DisableLeaderElection bool
@@ -248,8 +253,13 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	secrets, err := apiserver.NewObjectGetter(store, resources)
+	if err != nil {
+		return err
+	}
 	authn, err := apiserver.NewAuthenticator(apiserver.AuthnOptions{TokenFile: c.cfg.TokenAuthFile,
-		ServiceAccountTokens: tokens, APIAudiences: tokens.Audiences(), Anonymous: c.cfg.AnonymousAuth})
+		ServiceAccountTokens: tokens, APIAudiences: tokens.Audiences(), Anonymous: c.cfg.AnonymousAuth,
+		BootstrapTokens: bootstraptoken.Authenticator(secrets)})
 	if err != nil {
 		return err
 	}
@@ -341,6 +351,14 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	g.Go(func() error { return crdServer.Run(ctx) })
 	g.Go(func() error {
 		if err := acc.boot.Run(ctx); err != nil && ctx.Err() == nil {
+			return err
+		}
+		return nil
+	})
+	clusterInfo := bootstraptoken.NewClusterInfo(bootstraptoken.ClusterInfoConfig{Client: loopbackCS,
+		Server: "https://" + net.JoinHostPort(advertise, strconv.Itoa(c.cfg.SecurePort)), CA: bundle.CAPEM(), Log: c.cfg.Log})
+	g.Go(func() error {
+		if err := clusterInfo.Run(ctx); err != nil && ctx.Err() == nil {
 			return err
 		}
 		return nil

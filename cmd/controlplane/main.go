@@ -5,6 +5,7 @@
 //	controlplane --version
 //	controlplane kubeconfig --data-dir DIR --user NAME [--group G]... [--server URL]
 //	controlplane serving-cert --data-dir DIR --node-name NAME --host IP|DNS... --cert-file F --key-file F
+//	controlplane token create --data-dir DIR [--ttl D] [--description TEXT]
 package main
 
 import (
@@ -41,6 +42,8 @@ func main() {
 		err = kubeconfig(os.Args[2:])
 	case len(os.Args) > 1 && os.Args[1] == "serving-cert":
 		err = servingCert(os.Args[2:])
+	case len(os.Args) > 1 && os.Args[1] == "token":
+		err = token(os.Args[2:])
 	default:
 		err = run(os.Args[1:])
 	}
@@ -86,6 +89,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", 50*time.Second, "how long a node may miss lease renewals before it is marked unhealthy")
 	fs.IntVar(&cfg.TerminatedPodGCThreshold, "terminated-pod-gc-threshold", podgc.DefaultTerminatedPodMax, "number of terminated pods that can exist before the pod garbage collector deletes the oldest; 0 or less disables that part")
 	fs.DurationVar(&cfg.HPASyncPeriod, "horizontal-pod-autoscaler-sync-period", upstream.DefaultHPASyncPeriod, "how often each HorizontalPodAutoscaler is reconciled")
+	fs.DurationVar(&cfg.ClusterSigningDuration, "cluster-signing-duration", upstream.DefaultClusterSigningDuration, "the longest certificate the CertificateSigningRequest signers issue with the cluster CA")
 	fs.DurationVar(&cfg.HPADownscaleStabilization, "horizontal-pod-autoscaler-downscale-stabilization", upstream.DefaultHPADownscaleStabilization, "how far back the autoscaler looks for its highest recommendation before scaling down")
 	noElect := fs.Bool("no-leader-elect", false, "run controllers and scheduler without the leader lease (single control plane only)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")

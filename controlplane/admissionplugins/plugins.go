@@ -16,6 +16,9 @@ import (
 	validatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 	apiquota "k8s.io/apiserver/pkg/quota/v1"
 	"k8s.io/kubernetes/pkg/auth/nodeidentifier"
+	certapproval "k8s.io/kubernetes/plugin/pkg/admission/certificates/approval"
+	certsigning "k8s.io/kubernetes/plugin/pkg/admission/certificates/signing"
+	certsubjectrestriction "k8s.io/kubernetes/plugin/pkg/admission/certificates/subjectrestriction"
 	"k8s.io/kubernetes/plugin/pkg/admission/defaulttolerationseconds"
 	"k8s.io/kubernetes/plugin/pkg/admission/limitranger"
 	"k8s.io/kubernetes/plugin/pkg/admission/noderestriction"
@@ -44,6 +47,9 @@ var DefaultPlugins = []string{
 	storageobjectinuseprotection.PluginName,
 	resize.PluginName,
 	runtimeclass.PluginName,
+	certapproval.PluginName,
+	certsigning.PluginName,
+	certsubjectrestriction.PluginName,
 	mutatingwebhook.PluginName,
 	validatingpolicy.PluginName,
 	validatingwebhook.PluginName,
@@ -64,6 +70,9 @@ func register(plugins *admission.Plugins) {
 	storageobjectinuseprotection.Register(plugins)
 	resize.Register(plugins)
 	runtimeclass.Register(plugins)
+	certapproval.Register(plugins)
+	certsigning.Register(plugins)
+	certsubjectrestriction.Register(plugins)
 	mutatingwebhook.Register(plugins)
 	validatingpolicy.Register(plugins)
 	validatingwebhook.Register(plugins)
@@ -92,6 +101,12 @@ var (
 // checks first itself: knowing it, the chain converts no object for a
 // request no plugin reads (a ConfigMap written by a user, the common
 // case). A converting plugin not named here reaches every request.
+// reachesCSRs: the certificates plugins act on CertificateSigningRequests
+// only.
+func reachesCSRs(a admission.Attributes) bool {
+	return a.GetResource().GroupResource() == schema.GroupResource{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}
+}
+
 var reaches = map[string]func(admission.Attributes) bool{
 	// Pods (and their resize) and claims, not their other subresources
 	// (a node's pods/status, the scheduler's pods/binding).
@@ -131,6 +146,12 @@ var reaches = map[string]func(admission.Attributes) bool{
 	runtimeclass.PluginName: func(a admission.Attributes) bool {
 		return a.GetOperation() == admission.Create && a.GetSubresource() == "" && a.GetResource().GroupResource() == podsResource
 	},
+	// CertificateSigningRequests: approvals need the approve verb on the
+	// signer, certificates the sign verb, and no kube-apiserver-client
+	// request may ask for system:masters.
+	certapproval.PluginName:           reachesCSRs,
+	certsigning.PluginName:            reachesCSRs,
+	certsubjectrestriction.PluginName: reachesCSRs,
 	// Pods (and the subresources that change their spec), namespaces
 	// (their labels) and the kinds with a pod template, not their
 	// subresources.

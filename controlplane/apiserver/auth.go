@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 
+	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
 	"k8s.io/apiserver/pkg/authentication/request/anonymous"
@@ -55,6 +56,9 @@ type AuthnOptions struct {
 	// --api-audiences): the static tokens, which carry none, are taken
 	// to be for them, as upstream wraps audience-agnostic authenticators.
 	APIAudiences []string
+	// BootstrapTokens, when set, authenticates bootstrap tokens
+	// (controlplane/bootstraptoken).
+	BootstrapTokens authenticator.Token
 	// Anonymous is upstream's --anonymous-auth: a request with no
 	// credentials is system:anonymous in system:unauthenticated (refused
 	// with 403 by the authorizer rather than 401). Bad credentials are
@@ -78,12 +82,23 @@ func NewAuthenticator(opts AuthnOptions) (authenticator.Request, error) {
 	if opts.ServiceAccountTokens != nil {
 		chain = append(chain, bearertoken.New(opts.ServiceAccountTokens))
 	}
-	authn := group.NewAuthenticatedGroupAdder(union.New(chain...))
-	if opts.Anonymous {
-		authn = union.NewFailOnError(authn, anonymous.NewAuthenticator(nil))
+	if opts.BootstrapTokens != nil {
+		chain = append(chain, bearertoken.New(opts.BootstrapTokens))
 	}
-	return authn, nil
+	authn := group.NewAuthenticatedGroupAdder(union.New(chain...))
+	// Without --anonymous-auth, a request with no credentials may still
+	// read cluster-info, as kube-apiserver's anonymous conditions allow:
+	// a joining node's first request, before it trusts any CA.
+	var conditions []apiserver.AnonymousAuthCondition
+	if !opts.Anonymous {
+		conditions = []apiserver.AnonymousAuthCondition{{Path: ClusterInfoPath}}
+	}
+	return union.NewFailOnError(authn, anonymous.NewAuthenticator(conditions)), nil
 }
+
+// ClusterInfoPath is kube-public's cluster-info ConfigMap, which anyone
+// may read (RBAC grants system:anonymous get on it).
+const ClusterInfoPath = "/api/v1/namespaces/kube-public/configmaps/cluster-info"
 
 // AllowAuthenticated allows every authenticated user everything and
 // anonymous users nothing: the authorizer until RBAC lands.

@@ -122,6 +122,8 @@ var subresourceVerbs = map[string][]string{
 	"eviction": {"create"},
 	"token":    {"create"},
 	"finalize": {"update"},
+	// Updates a CertificateSigningRequest's conditions only.
+	"approval": {"get", "patch", "update"},
 	// Updates spec.ephemeralContainers only.
 	"ephemeralcontainers": {"get", "patch", "update"},
 	// The connect subresources (proxy.go).

@@ -188,6 +188,10 @@ func docPath(gv schema.GroupVersion) string {
 // pods/ephemeralcontainers only spec.ephemeralContainers.
 func resetFields(res *registry.Resource, sub string) map[fieldpath.APIVersion]fieldpath.Filter {
 	var filter fieldpath.Filter
+	if paths, ok := csrReset[sub]; ok && groupResource(res) == csrResource {
+		filter = fieldpath.NewExcludeSetFilter(fieldpath.NewSet(paths...))
+		return map[fieldpath.APIVersion]fieldpath.Filter{fieldpath.APIVersion(res.GroupVersion.String()): filter}
+	}
 	switch {
 	case sub == "" && res.HasSubresource("status"):
 		filter = fieldpath.NewExcludeSetFilter(fieldpath.NewSet(fieldpath.MakePathOrDie("status")))
@@ -201,6 +205,19 @@ func resetFields(res *registry.Resource, sub string) map[fieldpath.APIVersion]fi
 	}
 	return map[fieldpath.APIVersion]fieldpath.Filter{fieldpath.APIVersion(res.GroupVersion.String()): filter}
 }
+
+// csrResource's strategies reset more than spec or status (upstream's
+// GetResetFields): the main resource writes neither, the status
+// subresource not the conditions, the approval subresource not the
+// certificate.
+var (
+	csrResource = schema.GroupResource{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}
+	csrReset    = map[string][]fieldpath.Path{
+		"":         {fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("status")},
+		"status":   {fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("status", "conditions")},
+		"approval": {fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("status", "certificate")},
+	}
+)
 
 // statusResetExtra are the fields besides spec that upstream's status
 // strategies of the served kinds reset.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/nodelet/nodelet/controlplane/registry"
@@ -252,6 +253,10 @@ func (s *Server) createOnce(ctx context.Context, res *registry.Resource, obj run
 	if err := s.admitKeepingFields(ctx, writeRequest(res, "", admission.Create, obj, nil, dryRun)); err != nil {
 		return err
 	}
+	if res.RecordRequester != nil {
+		u, _ := request.UserFrom(ctx)
+		res.RecordRequester(obj, u)
+	}
 	if res.PrepareForCreate != nil {
 		res.PrepareForCreate(obj)
 	}
@@ -457,6 +462,17 @@ func (s *Server) prepareUpdate(res *registry.Resource, sub string, obj, cur runt
 		}
 		if res.ValidateEphemeralContainersUpdate != nil {
 			if errs := res.ValidateEphemeralContainersUpdate(obj, cur); len(errs) > 0 {
+				return apierrors.NewInvalid(gk, m.GetName(), errs)
+			}
+		}
+		return nil
+	}
+	if sub == "approval" {
+		if res.PrepareForApprovalUpdate != nil {
+			res.PrepareForApprovalUpdate(obj, cur)
+		}
+		if res.ValidateApprovalUpdate != nil {
+			if errs := res.ValidateApprovalUpdate(obj, cur); len(errs) > 0 {
 				return apierrors.NewInvalid(gk, m.GetName(), errs)
 			}
 		}

@@ -29,6 +29,8 @@ import (
 	autoscalingv2 "k8s.io/kubernetes/pkg/apis/autoscaling/v2"
 	"k8s.io/kubernetes/pkg/apis/batch"
 	batchv1 "k8s.io/kubernetes/pkg/apis/batch/v1"
+	"k8s.io/kubernetes/pkg/apis/certificates"
+	certificatesv1 "k8s.io/kubernetes/pkg/apis/certificates/v1"
 	"k8s.io/kubernetes/pkg/apis/coordination"
 	coordinationv1 "k8s.io/kubernetes/pkg/apis/coordination/v1"
 	"k8s.io/kubernetes/pkg/apis/core"
@@ -80,6 +82,7 @@ func New() *Validator {
 		storage.AddToScheme, storageapiv1.AddToScheme,
 		admissionregistration.AddToScheme, admissionregistrationv1.AddToScheme,
 		apiregistration.AddToScheme, apiregistrationv1.AddToScheme,
+		certificates.AddToScheme, certificatesv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("apivalidation: build the scheme: %v", err))
@@ -204,6 +207,9 @@ func (v *Validator) Validate(obj runtime.Object) field.ErrorList {
 	if errs, ok := validateFlowControl(in, nil, false); ok {
 		return errs
 	}
+	if errs, ok := validateCertificates(in, nil, csrMain); ok {
+		return errs
+	}
 	return unsupported("create", obj)
 }
 
@@ -240,6 +246,9 @@ func (v *Validator) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
 	if errs, ok := validateFlowControl(in, oldIn, false); ok {
 		return errs
 	}
+	if errs, ok := validateCertificates(in, oldIn, csrMain); ok {
+		return errs
+	}
 	return unsupported("update", obj)
 }
 
@@ -262,6 +271,9 @@ func (v *Validator) ValidateStatusUpdate(obj, old runtime.Object) field.ErrorLis
 		return errs
 	}
 	if errs, ok := validateFlowControl(in, oldIn, true); ok {
+		return errs
+	}
+	if errs, ok := validateCertificates(in, oldIn, csrStatus); ok {
 		return errs
 	}
 	return unsupported("status update", obj)

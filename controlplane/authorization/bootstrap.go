@@ -61,7 +61,8 @@ type Policy struct {
 //     EndpointSlices), which upstream binds to kube-proxy's user;
 //   - the built-in local provisioner (LocalPathAccount) makes and deletes
 //     volumes, reads claims, classes and nodes and writes the cleanup list
-//     on a node, as an external provisioner's role allows.
+//     on a node, as an external provisioner's role allows;
+//   - nodes join by bootstrap token, as kubeadm binds it (addJoinPolicy).
 func DefaultPolicy() Policy {
 	p := Policy{
 		ClusterRoles:        append(bootstrappolicy.ClusterRoles(), bootstrappolicy.ControllerRoles()...),
@@ -105,6 +106,7 @@ func DefaultPolicy() Policy {
 	p.ClusterRoleBindings = append(p.ClusterRoleBindings, rbacv1.ClusterRoleBinding{ObjectMeta: meta(lp, ""),
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: lp},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: LocalPathAccount, Namespace: metav1.NamespaceSystem}}})
+	addJoinPolicy(&p, meta)
 	return p
 }
 

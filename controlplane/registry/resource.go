@@ -12,17 +12,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/authentication/user"
 )
 
 // Resource is one served resource (for example apps/v1 deployments).
 //
 // The generic handlers call the hooks in this order:
-//   - create: Default, PrepareForCreate, Validate
+//   - create: Default, RecordRequester, PrepareForCreate, Validate
 //   - update of the main resource: Default, PrepareForUpdate, ValidateUpdate
 //   - update of the status subresource: PrepareForStatusUpdate, ValidateStatusUpdate
 //   - update of namespaces/finalize: PrepareForFinalizeUpdate, ValidateFinalizeUpdate
 //   - update of pods/ephemeralcontainers: PrepareForEphemeralContainersUpdate,
 //     ValidateEphemeralContainersUpdate
+//   - update of certificatesigningrequests/approval: PrepareForApprovalUpdate,
+//     ValidateApprovalUpdate
 //
 // Default is not called for subresource updates; PrepareForStatusUpdate
 // applies what defaulting the status needs itself.
@@ -87,6 +90,11 @@ type Resource struct {
 
 	// Default fills in defaults the way upstream defaulting does.
 	Default func(obj runtime.Object)
+	// RecordRequester, when set, records the creating user in the object
+	// (a CertificateSigningRequest's spec.username, groups, uid and extra),
+	// overwriting what the client sent; u is nil only for the control
+	// plane's own in-process writes.
+	RecordRequester func(obj runtime.Object, u user.Info)
 	// PrepareForCreate resets what a user may not set on create (usually status).
 	PrepareForCreate func(obj runtime.Object)
 	// PrepareForUpdate keeps what the main resource may not change (usually status: copied from old).
@@ -116,6 +124,12 @@ type Resource struct {
 	// every other resource).
 	PrepareForEphemeralContainersUpdate func(obj, old runtime.Object)
 	ValidateEphemeralContainersUpdate   func(obj, old runtime.Object) field.ErrorList
+
+	// PrepareForApprovalUpdate and ValidateApprovalUpdate serve
+	// certificatesigningrequests/approval, which changes the conditions
+	// and nothing else (nil for every other resource).
+	PrepareForApprovalUpdate func(obj, old runtime.Object)
+	ValidateApprovalUpdate   func(obj, old runtime.Object) field.ErrorList
 
 	// SpecChanged reports whether the generation-relevant part changed
 	// (used when TrackGeneration is set).

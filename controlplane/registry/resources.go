@@ -59,6 +59,7 @@ func AllWith(v *apivalidation.Validator) []*Resource {
 		runtimeClassResource(),
 		selfSubjectReviewResource(),
 		tokenReviewResource(),
+		certificateSigningRequestResource(),
 	)
 	resources = append(resources, accessReviewResources()...)
 	for _, r := range resources {
@@ -98,5 +99,8 @@ func useUpstream(r *Resource, v *apivalidation.Validator) {
 	}
 	if r.HasSubresource("ephemeralcontainers") {
 		r.ValidateEphemeralContainersUpdate = v.ValidateEphemeralContainersUpdate
+	}
+	if r.HasSubresource("approval") {
+		r.ValidateApprovalUpdate = v.ValidateApprovalUpdate
 	}
 }

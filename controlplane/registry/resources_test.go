@@ -65,6 +65,7 @@ func TestAllResources(t *testing.T) {
 		{"apiservices", "apiregistration.k8s.io/v1", "APIService", false, nil, []string{"status"}, true, false, false},
 		{"flowschemas", "flowcontrol.apiserver.k8s.io/v1", "FlowSchema", false, nil, []string{"status"}, true, false, true},
 		{"prioritylevelconfigurations", "flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration", false, nil, []string{"status"}, true, false, true},
+		{"certificatesigningrequests", "certificates.k8s.io/v1", "CertificateSigningRequest", false, []string{"csr"}, []string{"approval", "status"}, true, false, false},
 		{"customresourcedefinitions", "apiextensions.k8s.io/v1", "CustomResourceDefinition", false, []string{"crd", "crds"}, []string{"status"}, true, false, true},
 	}
 	stored := 0

@@ -115,6 +115,9 @@ type Config struct {
 	// LegacyTokens signs the tokens controller's legacy tokens; nil turns
 	// it off, as kube-controller-manager without a signing key.
 	LegacyTokens serviceaccount.TokenGenerator
+	// Signing is the CA the CSR signers issue with (none: the approver
+	// and cleaner run, nothing is signed).
+	Signing Signing
 }
 
 // controllerConfig is what one controller is built from: the shared
@@ -150,6 +153,9 @@ func builders() map[string]builder {
 		"ephemeral-volume-controller":        buildEphemeralVolume,
 		"attachdetach-controller":            buildAttachDetach,
 		"expand-controller":                  buildExpand,
+		"certificate-controller":             buildCertificates,
+		"bootstrap-signer":                   buildBootstrapSigner,
+		"token-cleaner":                      buildTokenCleaner,
 		tokensController:                     buildTokens,
 	}
 }
