@@ -72,6 +72,9 @@ func NewClientRotation(cfg Config, rc *rest.Config) (*ClientRotation, error) {
 // current certificate.
 func (r *ClientRotation) RESTConfig() *rest.Config { return rest.CopyConfig(r.rest) }
 
+// Current is the client certificate in use, nil if none is valid.
+func (r *ClientRotation) Current() *tls.Certificate { return r.manager.Current() }
+
 // Run rotates until ctx ends.
 func (r *ClientRotation) Run(ctx context.Context) error {
 	r.manager.Start()

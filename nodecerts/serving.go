@@ -81,6 +81,9 @@ func (s *Serving) Run(ctx context.Context) error {
 	}
 }
 
+// Current is the serving certificate, nil before one is issued.
+func (s *Serving) Current() *tls.Certificate { return s.manager.Current() }
+
 // GetCertificate is tls.Config's: the current certificate. Until one is
 // issued the handshake fails, as upstream kubelet's: there is nothing the
 // API server would accept to serve.

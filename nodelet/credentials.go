@@ -64,6 +64,9 @@ func (a *Agent) connect(ctx context.Context) (stop func(), err error) {
 			return nil, fmt.Errorf("nodelet: %w", err)
 		}
 		rc = rotation.RESTConfig()
+		if err := a.metrics.CertificateTTL("client", rotation.Current); err != nil {
+			return nil, fmt.Errorf("nodelet: %w", err)
+		}
 	}
 	if a.client, err = kubernetes.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("nodelet: API client: %w", err)
@@ -83,6 +86,9 @@ func (a *Agent) connect(ctx context.Context) (stop func(), err error) {
 func (a *Agent) issuedServingCert(w *wired) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
 	s, err := nodecerts.NewServing(a.certs(), a.client, w.node.Addresses, a.cfg.TLSCertFile, a.cfg.TLSKeyFile)
 	if err != nil {
+		return nil, fmt.Errorf("nodelet: %w", err)
+	}
+	if err := a.metrics.CertificateTTL("server", s.Current); err != nil {
 		return nil, fmt.Errorf("nodelet: %w", err)
 	}
 	w.serving = s
