@@ -30,6 +30,7 @@ var mapped = map[string]bool{
 	"evictionHard": true, "evictionSoft": true, "evictionSoftGracePeriod": true, "evictionMinimumReclaim": true,
 	"evictionPressureTransitionPeriod": true, "evictionMaxPodGracePeriod": true, "mergeDefaultEvictionSettings": true,
 	"containerLogMaxSize": true, "containerLogMaxFiles": true, "allowedUnsafeSysctls": true, "volumeStatsAggPeriod": true,
+	"rotateCertificates": true, "serverTLSBootstrap": true,
 }
 
 // defaultEvictionHard is upstream's DefaultEvictionHard (Linux) with
@@ -80,6 +81,9 @@ func (f *File) Settings() []Setting {
 	add("port", "port", itoa(c.Port), c.Port != 0)
 	add("tlsCertFile", "tls-cert-file", c.TLSCertFile, c.TLSCertFile != "")
 	add("tlsPrivateKeyFile", "tls-private-key-file", c.TLSPrivateKeyFile, c.TLSPrivateKeyFile != "")
+	// Plain booleans upstream: only true can be told from absent.
+	add("rotateCertificates", "rotate-certificates", "true", c.RotateCertificates)
+	add("serverTLSBootstrap", "rotate-server-certificates", "true", c.ServerTLSBootstrap)
 	out = append(out, f.accessSettings()...)
 	if c.HealthzPort != nil {
 		add("healthzPort", "healthz-port", itoa(*c.HealthzPort), true)

@@ -28,6 +28,8 @@ address: 10.0.0.1
 port: 10260
 tlsCertFile: /etc/nodelet/tls.crt
 tlsPrivateKeyFile: /etc/nodelet/tls.key
+rotateCertificates: true
+serverTLSBootstrap: true
 authentication:
   x509:
     clientCAFile: /etc/nodelet/ca.crt
@@ -84,6 +86,8 @@ func TestSettingsMapEveryField(t *testing.T) {
 		{"port", "port", "10260"},
 		{"tlsCertFile", "tls-cert-file", "/etc/nodelet/tls.crt"},
 		{"tlsPrivateKeyFile", "tls-private-key-file", "/etc/nodelet/tls.key"},
+		{"rotateCertificates", "rotate-certificates", "true"},
+		{"serverTLSBootstrap", "rotate-server-certificates", "true"},
 		{"authentication.x509.clientCAFile", "client-ca-file", "/etc/nodelet/ca.crt"},
 		{"authentication.anonymous.enabled", "anonymous-auth", "true"},
 		{"authentication.webhook.enabled", "authentication-token-webhook", "false"},

@@ -70,8 +70,11 @@ type Config struct {
 	// Address to listen on, e.g. "0.0.0.0:10250".
 	Address string
 	// Certificate is the serving certificate (for the node's names and
-	// addresses, signed by the cluster CA).
-	Certificate tls.Certificate
+	// addresses, signed by the cluster CA). GetCertificate, when set,
+	// gives it at each handshake instead (one the control plane issued and
+	// renews, see nodecerts.Serving); its error fails the handshake.
+	Certificate    tls.Certificate
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// ClientCAs verify callers' client certificates.
 	ClientCAs *x509.CertPool
 	// NodeName is the node's name, the nodes object requests are
@@ -175,14 +178,18 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // ClientCAs; a request without one is left to the other authenticators
 // (bearer tokens, anonymous), 401 if none knows the caller.
 func (s *Server) TLSConfig() *tls.Config {
-	cert := s.cfg.Certificate
-	return &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.VerifyClientCertIfGiven,
-		ClientCAs:    s.cfg.ClientCAs,
-		MinVersion:   tls.VersionTLS12,
-		NextProtos:   []string{"http/1.1"}, // SPDY and WebSocket upgrades need HTTP/1.1
+	c := &tls.Config{
+		ClientAuth: tls.VerifyClientCertIfGiven,
+		ClientCAs:  s.cfg.ClientCAs,
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1"}, // SPDY and WebSocket upgrades need HTTP/1.1
 	}
+	if s.cfg.GetCertificate != nil {
+		c.GetCertificate = s.cfg.GetCertificate
+	} else {
+		c.Certificates = []tls.Certificate{s.cfg.Certificate}
+	}
+	return c
 }
 
 // Run serves HTTPS on cfg.Address until ctx ends.

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -505,5 +506,50 @@ func TestStats(t *testing.T) {
 		if st := status(t, body); code != http.StatusServiceUnavailable || st.Code != http.StatusServiceUnavailable {
 			t.Errorf("%s without stats: %d %s", p, code, body)
 		}
+	}
+}
+
+// A certificate the control plane issues is served once it is there;
+// until then the handshake fails, as upstream kubelet's. (Served by
+// Serve: httptest would add a certificate of its own.)
+func TestIssuedServingCertificate(t *testing.T) {
+	ca := newTestCA(t, "cluster-ca")
+	var issued atomic.Pointer[tls.Certificate]
+	s, err := New(Config{ClientCAs: ca.pool, Pods: (&fakePods{}).list, Runtime: newFakeRuntime(),
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if c := issued.Load(); c != nil {
+				return c, nil
+			}
+			return nil, errors.New("no serving certificate issued yet")
+		},
+		Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	caller := ca.issue(t, pkix.Name{CommonName: APIServerUser}, false)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &caller, nil }}}}
+	url := "https://" + ln.Addr().String() + "/healthz"
+	if resp, err := client.Get(url); err == nil {
+		resp.Body.Close()
+		t.Fatal("served before a certificate was issued")
+	}
+	cert := ca.issue(t, pkix.Name{CommonName: "node-1"}, true)
+	issued.Store(&cert)
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if body, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK || string(body) != "ok" {
+		t.Errorf("GET /healthz = %d %q", resp.StatusCode, body)
 	}
 }

@@ -42,10 +42,17 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	client := cfg.Client
-	if client == nil {
-		if cfg.RestConfig == nil {
-			return nil, errors.New("nodelet: RestConfig or Client is required")
+	if client == nil && cfg.RestConfig == nil && !cfg.Credentials.managed() {
+		if cfg.Credentials.Kubeconfig == "" {
+			return nil, errors.New("nodelet: RestConfig, Client or Credentials.Kubeconfig is required")
 		}
+		var err error
+		if cfg.RestConfig, err = loadKubeconfig(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	// With managed credentials the client is made by Run (connect).
+	if client == nil && cfg.RestConfig != nil {
 		var err error
 		if client, err = kubernetes.NewForConfig(cfg.RestConfig); err != nil {
 			return nil, fmt.Errorf("nodelet: API client: %w", err)

@@ -17,7 +17,14 @@ import (
 
 // apiServer builds the nodelet's HTTPS API over the running agent.
 func (a *Agent) apiServer(w *wired, stats nodeapi.Stats) (*nodeapi.Server, error) {
-	cert, err := a.servingCert(w.node.Host().InternalIP)
+	var cert tls.Certificate
+	var issued func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	var err error
+	if a.cfg.Credentials.ServerTLSBootstrap {
+		issued, err = a.issuedServingCert(w)
+	} else {
+		cert, err = a.servingCert(w.node.Host().InternalIP)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +42,7 @@ func (a *Agent) apiServer(w *wired, stats nodeapi.Stats) (*nodeapi.Server, error
 	}
 	return nodeapi.New(nodeapi.Config{
 		Address:     net.JoinHostPort(a.cfg.Address, strconv.Itoa(a.cfg.Port)),
-		Certificate: cert, ClientCAs: cas,
+		Certificate: cert, GetCertificate: issued, ClientCAs: cas,
 		Pods:    func() []*corev1.Pod { return informerPods(w) },
 		Runtime: w.rt, Stats: stats, LogRoot: a.cfg.LogRoot,
 		Metrics: a.metrics.Handler(), ProbeMetrics: a.metrics.ProbesHandler(),
@@ -84,7 +91,8 @@ func (a *Agent) clientCAs() (*x509.CertPool, error) {
 // them, as upstream's kubelet, the nodelet serves a self-signed
 // certificate: its API works for direct callers that accept it, but the
 // API server, which verifies nodes against the cluster CA, will refuse it
-// (issue one with `controlplane serving-cert`).
+// (issue one with `controlplane serving-cert`, or have the control plane
+// issue it: --rotate-server-certificates, see issuedServingCert).
 func (a *Agent) servingCert(nodeIP string) (tls.Certificate, error) {
 	if a.cfg.TLSCertFile != "" || a.cfg.TLSKeyFile != "" {
 		cert, err := tls.LoadX509KeyPair(a.cfg.TLSCertFile, a.cfg.TLSKeyFile)
@@ -93,7 +101,7 @@ func (a *Agent) servingCert(nodeIP string) (tls.Certificate, error) {
 		}
 		return cert, nil
 	}
-	a.log.Warn("no --tls-cert-file: serving a self-signed certificate the API server will not accept; kubectl logs/exec/port-forward will fail")
+	a.log.Warn("no --tls-cert-file nor --rotate-server-certificates: serving a self-signed certificate the API server will not accept; kubectl logs/exec/port-forward will fail")
 	var ips []net.IP
 	if ip := net.ParseIP(nodeIP); ip != nil {
 		ips = []net.IP{ip}

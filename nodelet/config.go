@@ -29,12 +29,15 @@ const DefaultRootDir = "/var/lib/nodelet"
 // Config configures the node agent. Zero fields take the defaults of the
 // packages they go to.
 type Config struct {
-	// RestConfig reaches the API server (from --kubeconfig); Client, when
-	// set, is used instead.
+	// RestConfig reaches the API server; Client, when set, is used
+	// instead. With neither, Kubeconfig is loaded (see Credentials).
 	RestConfig *rest.Config
 	Client     kubernetes.Interface
-	NodeName   string
-	RootDir    string // DefaultRootDir when empty
+	// Credentials say where the node's kubeconfig and certificates are,
+	// and whether the control plane issues and renews them.
+	Credentials Credentials
+	NodeName    string
+	RootDir     string // DefaultRootDir when empty
 
 	ContainerdAddress   string
 	ContainerdNamespace string // containerd.DefaultNamespace ("nodelet") when empty
@@ -195,9 +198,46 @@ type Config struct {
 	Log      *slog.Logger
 }
 
+// Credentials are upstream kubelet's --kubeconfig, --bootstrap-kubeconfig,
+// --cert-dir, --rotate-certificates and serverTLSBootstrap (package
+// nodecerts).
+type Credentials struct {
+	// Kubeconfig is the node's kubeconfig, loaded when RestConfig and
+	// Client are nil. With BootstrapKubeconfig, Run first makes sure it
+	// holds a client certificate of the node that has not expired,
+	// asking the control plane for one with the bootstrap credentials
+	// (a token) and writing Kubeconfig to name it.
+	Kubeconfig          string
+	BootstrapKubeconfig string
+	// CertDir holds the node's certificates and keys (default
+	// RootDir/pki), upstream kubelet's files: kubelet-client-current.pem,
+	// kubelet-server-current.pem.
+	CertDir string
+	// RotateCertificates renews the client certificate before it expires;
+	// the API client follows without a restart.
+	RotateCertificates bool
+	// ServerTLSBootstrap asks the control plane for the HTTPS API's
+	// serving certificate (for the node's names and addresses, once the
+	// Node reports them) and renews it; TLSCertFile, if set, is served
+	// until it is issued, else nothing is.
+	ServerTLSBootstrap bool
+	// KubeAPIQPS and KubeAPIBurst limit the client made from Kubeconfig
+	// (zero: client-go's defaults).
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+}
+
 func setAgentDefaults(cfg *Config) error {
 	if cfg.RootDir == "" {
 		cfg.RootDir = DefaultRootDir
+	}
+	if cfg.Credentials.CertDir == "" {
+		cfg.Credentials.CertDir = filepath.Join(cfg.RootDir, "pki")
+	}
+	// The kubeconfig written names the pair file by this path, and a
+	// relative one would be read relative to the kubeconfig's directory.
+	if dir, err := filepath.Abs(cfg.Credentials.CertDir); err == nil {
+		cfg.Credentials.CertDir = dir
 	}
 	if !filepath.IsAbs(cfg.RootDir) {
 		return fmt.Errorf("nodelet: root dir %q is not absolute", cfg.RootDir)

@@ -21,7 +21,8 @@ import (
 // instance locks: a second nodelet on the same root directory or
 // containerd namespace fails with ErrLocked having touched nothing.
 //
-// Start-up is a straight line: locks, healthz listener, components
+// Start-up is a straight line: locks, the API client (bootstrapping the
+// node's certificate first when asked), healthz listener, components
 // (setup), wiring (wire), the loops that need no pod CIDR (startBase),
 // then the pod CIDR, the CNI config and synced informers, then the loops
 // that run pods and Services (startPods).
@@ -31,6 +32,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("nodelet: %w", err)
 	}
 	defer locks.Release()
+	stopCredentials, err := a.connect(ctx)
+	if err != nil {
+		return nilIfDone(ctx, err)
+	}
+	defer stopCredentials()
 	hz, err := a.listenHealthz()
 	if err != nil {
 		return err
@@ -123,6 +129,9 @@ func (a *Agent) startBase(l *loops, w *wired, hz net.Listener, started <-chan st
 			return fmt.Errorf("nodelet: API: %w", err)
 		}
 		l.run("api", func(ctx context.Context) error { return api.Serve(ctx, ln) })
+		if w.serving != nil {
+			l.run("serving certificate", w.serving.Run)
+		}
 	}
 	if a.cfg.Notifier != nil {
 		l.run("systemd", a.notifySystemd(started, w))

@@ -24,6 +24,7 @@ import (
 	"github.com/nodelet/nodelet/containerlogs"
 	"github.com/nodelet/nodelet/eviction"
 	"github.com/nodelet/nodelet/localpath"
+	"github.com/nodelet/nodelet/nodecerts"
 	"github.com/nodelet/nodelet/nodestatus"
 	"github.com/nodelet/nodelet/pleg"
 	"github.com/nodelet/nodelet/podworkers"
@@ -61,6 +62,8 @@ type wired struct {
 
 	// logDrops reports what the container logger dropped (nil without it).
 	logDrops *containerlogs.DropReporter
+	// serving renews the API's serving certificate (ServerTLSBootstrap).
+	serving *nodecerts.Serving
 }
 
 // wire builds the node's parts in the order their reads need, so that

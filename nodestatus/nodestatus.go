@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -107,6 +108,9 @@ type Syncer struct {
 	mu        sync.Mutex
 	podCIDR   string
 	cidrReady chan struct{} // closed once podCIDR is known
+	// addresses are the Node's status.addresses as the API server last
+	// returned them.
+	addresses []corev1.NodeAddress
 }
 
 // New checks cfg, fills in defaults and reads the host's facts.
@@ -166,6 +170,15 @@ func setDefaults(cfg *Config) {
 
 // Host returns the machine facts the node reports.
 func (s *Syncer) Host() Host { return s.host }
+
+// Addresses are the Node's status.addresses as the API server last
+// returned them (none before the node is registered): what an approver of
+// the node's serving certificate checks its names against.
+func (s *Syncer) Addresses() []corev1.NodeAddress {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.addresses)
+}
 
 // Run registers the node (retrying until it succeeds or ctx ends), then
 // renews the lease and syncs the status until ctx ends. It returns nil
@@ -274,8 +287,12 @@ func (s *Syncer) tryUpdateStatus(ctx context.Context) error {
 	if !StatusChanged(&node.Status, &updated.Status) && o.Now.Time.Before(s.lastReport.Add(s.cfg.StatusReportFrequency)) {
 		return nil
 	}
-	if _, err := s.cfg.Client.CoreV1().Nodes().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	written, err := s.cfg.Client.CoreV1().Nodes().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
 		return fmt.Errorf("update status of node %s: %w", s.cfg.NodeName, err)
+	}
+	if written != nil {
+		s.observeNode(written)
 	}
 	s.lastReport = o.Now.Time
 	s.readinessEvent(readyStatus(&node.Status), readyStatus(&updated.Status))
@@ -304,13 +321,15 @@ func (s *Syncer) readinessEvent(before, after corev1.ConditionStatus) {
 	}
 }
 
-// observeNode records what the node object says: its UID and pod CIDR.
+// observeNode records what the node object says: its UID, addresses and
+// pod CIDR.
 func (s *Syncer) observeNode(node *corev1.Node) {
+	s.mu.Lock()
 	if node.UID != "" {
-		s.mu.Lock()
 		s.nodeUID = node.UID
-		s.mu.Unlock()
 	}
+	s.addresses = slices.Clone(node.Status.Addresses)
+	s.mu.Unlock()
 	if s.cfg.PodCIDR == "" && node.Spec.PodCIDR != "" {
 		s.setPodCIDR(node.Spec.PodCIDR)
 	}

@@ -128,6 +128,9 @@ func (h *harness) step(t *testing.T, d time.Duration) {
 
 func TestRegistration(t *testing.T) {
 	h := newHarness(t, nil)
+	if a := h.s.Addresses(); a != nil {
+		t.Errorf("addresses before registration: %v", a)
+	}
 	h.run(t)
 	n := h.waitReady(t, corev1.ConditionTrue)
 
@@ -166,6 +169,12 @@ func TestRegistration(t *testing.T) {
 	if len(n.Status.Addresses) != 2 || n.Status.Addresses[0] != wantAddrs[0] || n.Status.Addresses[1] != wantAddrs[1] {
 		t.Errorf("addresses = %v, want %v", n.Status.Addresses, wantAddrs)
 	}
+	// What the serving certificate is asked for: the addresses the API
+	// server holds.
+	testkit.Eventually(t, 10*time.Second, "the Syncer's addresses", func() bool {
+		a := h.s.Addresses()
+		return len(a) == 2 && a[0] == wantAddrs[0] && a[1] == wantAddrs[1]
+	})
 	info := n.Status.NodeInfo
 	if info.KubeletVersion != "v1.37.2+nodelet" || info.ContainerRuntimeVersion != "containerd://1.6.20" ||
 		info.KernelVersion == "" || info.OSImage == "" || info.BootID == "" || info.OperatingSystem != runtime.GOOS || info.Architecture != runtime.GOARCH {

@@ -19,7 +19,7 @@ import (
 // nodelet.Config.
 type options struct {
 	cfg                                                  nodelet.Config
-	kubeconfig, configFile, logLevel                     string
+	configFile, logLevel                                 string
 	cniBinDirs, clusterDNS, systemReserved, kubeReserved string
 	nodeLabels, taints, runtimeHandlers                  string
 	apiQPS                                               float64
@@ -30,6 +30,10 @@ type options struct {
 	evictionMaxPodGrace                                               int
 	containerLogMaxSize                                               string
 	allowedUnsafeSysctls                                              string
+	// The certificates' rotation defaults on when bootstrapping (the
+	// serving certificate's only without --tls-cert-file), as kubeadm
+	// configures its nodes.
+	rotateCertificates, rotateServerCertificates optionalBool
 	// fromFile maps the flags the --config file set to its fields, so
 	// that a bad value names the field it came from.
 	fromFile map[string]string
@@ -61,7 +65,14 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.configFile, "config", "", "kubelet configuration file (kubelet.config.k8s.io/v1beta1 KubeletConfiguration); flags given on the command line win over it. "+
 		"Fields the nodelet does not implement yet (memorySwap, featureGates, ...) are accepted and ignored with a warning")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file of the API server (required)")
+	creds := &cfg.Credentials
+	fs.StringVar(&creds.Kubeconfig, "kubeconfig", "", "kubeconfig file of the API server (required; with --bootstrap-kubeconfig, written when it holds no valid client certificate)")
+	fs.StringVar(&creds.BootstrapKubeconfig, "bootstrap-kubeconfig", "", "kubeconfig with a bootstrap token (see `nodelet bootstrap-kubeconfig`) to ask the control plane for the node's client certificate "+
+		"when --kubeconfig holds no valid one; --kubeconfig is then written, naming the certificate in --cert-dir")
+	fs.StringVar(&creds.CertDir, "cert-dir", "", "directory of the node's certificates and keys, upstream kubelet's files (kubelet-client-current.pem, kubelet-server-current.pem) (default ROOT-DIR/pki)")
+	fs.Var(&o.rotateCertificates, "rotate-certificates", "ask the control plane for a new client certificate before the current one expires (default: true with --bootstrap-kubeconfig)")
+	fs.Var(&o.rotateServerCertificates, "rotate-server-certificates", "ask the control plane for the HTTPS API's serving certificate (signer kubernetes.io/kubelet-serving) and renew it before it expires; "+
+		"nothing is served until it is issued (default: true with --bootstrap-kubeconfig and no --tls-cert-file)")
 	fs.StringVar(&cfg.NodeName, "node-name", strings.ToLower(hostname), "name of the Node object")
 	fs.StringVar(&cfg.RootDir, "root-dir", nodelet.DefaultRootDir, "nodelet state directory")
 	fs.StringVar(&cfg.ContainerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd socket (a path or unix://PATH)")

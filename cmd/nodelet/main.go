@@ -4,6 +4,8 @@
 //	nodelet --kubeconfig FILE [--config KUBELET-CONFIG-FILE] [flags]
 //	nodelet --version
 //	nodelet cleanup-network    (uninstall: routes to other nodes, masquerade rule, service rules, cluster DNS addresses)
+//	nodelet bootstrap-kubeconfig --server HOST:PORT --token ID.SECRET --discovery-token-ca-cert-hash sha256:HEX --out FILE
+//	                           (kubeadm's token discovery: the kubeconfig --bootstrap-kubeconfig reads)
 package main
 
 import (
@@ -19,7 +21,6 @@ import (
 	"strings"
 	"syscall"
 
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/buildinfo"
@@ -41,6 +42,8 @@ func main() {
 		switch os.Args[1] {
 		case "cleanup-network":
 			run, os.Args = cleanupNetwork, os.Args[1:]
+		case "bootstrap-kubeconfig":
+			run, os.Args = bootstrapKubeconfig, os.Args[1:]
 		}
 	}
 	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
@@ -69,13 +72,7 @@ func run(args []string) error {
 		log.Warn("kubelet config field not supported by the nodelet yet; ignored", "file", o.configFile, "field", field)
 	}
 	cfg := o.cfg
-	rc, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	if err != nil {
-		return fmt.Errorf("load kubeconfig %s: %w", o.kubeconfig, err)
-	}
-	rc.QPS, rc.Burst = float32(o.apiQPS), o.apiBurst
-	rc.UserAgent = "nodelet/" + cfg.NodeName
-	cfg.RestConfig, cfg.Log = rc, log
+	cfg.Log = log
 	// READY=1 and watchdog pings when systemd runs the nodelet
 	// (Type=notify); without NOTIFY_SOCKET it sends nothing.
 	cfg.Notifier = sdnotify.New(sdnotify.Config{Log: log, ReadyStatus: "node " + cfg.NodeName + " running"})

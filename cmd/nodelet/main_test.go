@@ -33,6 +33,12 @@ func TestBinary(t *testing.T) {
 			t.Errorf("nodelet --config with %q: exit %d, output %q; want non-zero naming %s", body, code, out, field)
 		}
 	}
+	// Discovery refuses a malformed token before dialing anything.
+	out, err = exec.Command(bin, "bootstrap-kubeconfig", "--server", "127.0.0.1:1", "--token", "not-a-token",
+		"--discovery-token-unsafe-skip-ca-verification", "--out", filepath.Join(t.TempDir(), "boot.conf")).CombinedOutput()
+	if code := exitCode(err); code == 0 || !strings.Contains(string(out), "not a bootstrap token") {
+		t.Errorf("nodelet bootstrap-kubeconfig with a bad token: exit %d, output %q", code, out)
+	}
 }
 
 func exitCode(err error) int {

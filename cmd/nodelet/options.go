@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,9 +71,14 @@ func (o *options) bad(flag string, err error) error {
 // finish checks the values and completes o.cfg and the log level.
 func (o *options) finish() (slog.Level, error) {
 	var level slog.Level
-	if o.kubeconfig == "" {
+	creds := &o.cfg.Credentials
+	if creds.Kubeconfig == "" {
 		return level, errors.New("--kubeconfig is required")
 	}
+	bootstrapping := creds.BootstrapKubeconfig != ""
+	creds.RotateCertificates = o.rotateCertificates.or(bootstrapping)
+	creds.ServerTLSBootstrap = o.rotateServerCertificates.or(bootstrapping && o.cfg.TLSCertFile == "")
+	creds.KubeAPIQPS, creds.KubeAPIBurst = float32(o.apiQPS), o.apiBurst
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return level, o.bad("log-level", err)
 	}
@@ -154,6 +160,36 @@ func (o *options) checks() []check {
 		{"container-log-max-size", func() error { cfg.ContainerLogMaxSize, err = parseLogMaxSize(o.containerLogMaxSize); return err }},
 		{"container-log-max-files", func() error { return atLeast(cfg.ContainerLogMaxFiles, 2) }},
 	}
+}
+
+// optionalBool is a boolean flag that knows whether it was given, for a
+// default that depends on other flags.
+type optionalBool struct{ set, value bool }
+
+func (b *optionalBool) String() string {
+	if b == nil {
+		return "false"
+	}
+	return strconv.FormatBool(b.value)
+}
+
+func (b *optionalBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	b.set, b.value = true, v
+	return nil
+}
+
+func (b *optionalBool) IsBoolFlag() bool { return true }
+
+// or is the value given, else def.
+func (b *optionalBool) or(def bool) bool {
+	if b.set {
+		return b.value
+	}
+	return def
 }
 
 // parallelPulls is containerd.RegistryConfig's MaxParallelPulls from the

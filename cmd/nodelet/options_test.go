@@ -301,3 +301,39 @@ func TestKubeconfigRequired(t *testing.T) {
 		t.Errorf("finish without --kubeconfig: %v", err)
 	}
 }
+
+// TestCredentials: the certificates rotate by default when the node
+// bootstraps (the serving one only without --tls-cert-file), as kubeadm
+// configures its nodes; the flags and the file's fields say otherwise.
+func TestCredentials(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		args               []string
+		rotate, serverTLS  bool
+		bootstrap, certDir string
+		wantQPS            float32
+	}{
+		{name: "a prepared kubeconfig", wantQPS: 50},
+		{name: "bootstrapping", args: []string{"--bootstrap-kubeconfig", "/boot"}, rotate: true, serverTLS: true, bootstrap: "/boot", wantQPS: 50},
+		{name: "bootstrapping with a serving certificate",
+			args:   []string{"--bootstrap-kubeconfig", "/boot", "--tls-cert-file", "/tls.crt", "--tls-private-key-file", "/tls.key"},
+			rotate: true, bootstrap: "/boot", wantQPS: 50},
+		{name: "bootstrapping without rotation", args: []string{"--bootstrap-kubeconfig", "/boot", "--rotate-certificates=false", "--rotate-server-certificates=false"},
+			bootstrap: "/boot", wantQPS: 50},
+		{name: "rotation asked for", args: []string{"--rotate-certificates", "--rotate-server-certificates", "--cert-dir", "/pki", "--kube-api-qps", "7"},
+			rotate: true, serverTLS: true, certDir: "/pki", wantQPS: 7},
+		{name: "from the file", args: []string{"--config", writeConfig(t, "rotateCertificates: true\nserverTLSBootstrap: true\n")},
+			rotate: true, serverTLS: true, wantQPS: 50},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustParse(t, tc.args...).cfg.Credentials
+			if c.Kubeconfig != "/kubeconfig" || c.BootstrapKubeconfig != tc.bootstrap || c.CertDir != tc.certDir ||
+				c.RotateCertificates != tc.rotate || c.ServerTLSBootstrap != tc.serverTLS || c.KubeAPIQPS != tc.wantQPS || c.KubeAPIBurst != 100 {
+				t.Errorf("credentials %+v", c)
+			}
+		})
+	}
+	if _, err := parse(t, "--rotate-certificates=maybe"); err == nil {
+		t.Error("--rotate-certificates=maybe accepted")
+	}
+}

@@ -72,6 +72,15 @@ func randomSuffix() string {
 // cgroup tree; leftover mounts fail the test. extraArgs go to the nodelet.
 func startRealNode(t testing.TB, cp *controlPlane, name string, extraArgs ...string) *realNode {
 	t.Helper()
+	return startRealNodeWith(t, cp, name, "", extraArgs...)
+}
+
+// startRealNodeWith is startRealNode; with a bootstrapKubeconfig the node
+// starts with nothing but it, as a node joining by token: its kubeconfig
+// (DIR/kubelet.conf) and serving certificate are the control plane's to
+// issue.
+func startRealNodeWith(t testing.TB, cp *controlPlane, name, bootstrapKubeconfig string, extraArgs ...string) *realNode {
+	t.Helper()
 	testkit.RequireRoot(t, "a real node makes a network namespace, a veth pair and cgroups, and runs containerd")
 	suffix := randomSuffix()
 	subnet := nodeSubnet(t)
@@ -86,10 +95,14 @@ func startRealNode(t testing.TB, cp *controlPlane, name string, extraArgs ...str
 	n.ctdAddr = runtimetest.StartContainerd(t)
 	n.makeNetns(t, "nlh"+suffix)
 	forwardIntoNetns(t, "/run/netns/"+n.netns, fmt.Sprintf("127.0.0.1:%d", cp.port))
-	certFile, keyFile := filepath.Join(n.dir, "serving.crt"), filepath.Join(n.dir, "serving.key")
-	if out, err := exec.Command(filepath.Join(binDir, "controlplane"), "serving-cert", "--data-dir", cp.dataDir,
-		"--node-name", name, "--host", n.ip, "--cert-file", certFile, "--key-file", keyFile).CombinedOutput(); err != nil {
-		t.Fatalf("controlplane serving-cert: %v: %s", err, out)
+	credentials := []string{"--kubeconfig", filepath.Join(n.dir, "kubelet.conf"), "--bootstrap-kubeconfig", bootstrapKubeconfig}
+	if bootstrapKubeconfig == "" {
+		certFile, keyFile := filepath.Join(n.dir, "serving.crt"), filepath.Join(n.dir, "serving.key")
+		if out, err := exec.Command(filepath.Join(binDir, "controlplane"), "serving-cert", "--data-dir", cp.dataDir,
+			"--node-name", name, "--host", n.ip, "--cert-file", certFile, "--key-file", keyFile).CombinedOutput(); err != nil {
+			t.Fatalf("controlplane serving-cert: %v: %s", err, out)
+		}
+		credentials = []string{"--kubeconfig", cp.kubeconfig, "--tls-cert-file", certFile, "--tls-private-key-file", keyFile}
 	}
 
 	imageDir := filepath.Join(n.dir, "images")
@@ -99,22 +112,21 @@ func startRealNode(t testing.TB, cp *controlPlane, name string, extraArgs ...str
 	if _, _, err := images.Busybox(imageDir); err != nil {
 		t.Fatal(err)
 	}
-	n.args = []string{"--net=/run/netns/" + n.netns, filepath.Join(binDir, "nodelet"),
-		"--kubeconfig", cp.kubeconfig, "--node-name", name, "--node-ip", n.ip,
+	n.args = append([]string{"--net=/run/netns/" + n.netns, filepath.Join(binDir, "nodelet")}, credentials...)
+	n.args = append(n.args, "--node-name", name, "--node-ip", n.ip,
 		"--root-dir", filepath.Join(n.dir, "root"), "--pod-log-dir", filepath.Join(n.dir, "pods"),
 		"--containerd-address", n.ctdAddr, "--containerd-namespace", e2eNamespace,
 		"--cni-conf-dir", filepath.Join(n.dir, "net.d"), "--cni-bin-dir", "/usr/lib/cni",
 		"--cgroup-driver", "cgroupfs", "--cgroup-root", n.cgroupRoot,
 		"--pause-binary", filepath.Join(binDir, "pause"), "--image-dir", imageDir,
 		"--system-reserved", "cpu=100m,memory=100Mi",
-		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile,
 		// The host's disks are not the node's to manage: with the
 		// nodelet's defaults (nodefs.available<10%, imagefs.available<15%)
 		// a CI host whose disk is over 90% full evicts every test pod.
 		// These are the thresholds upstream_cluster_test.go gives
 		// upstream's kubelet. A test's own --eviction-hard in extraArgs
 		// comes later and wins (the flag keeps its last value).
-		"--eviction-hard=memory.available<100Mi,nodefs.available<1%,imagefs.available<1%,nodefs.inodesFree<1%"}
+		"--eviction-hard=memory.available<100Mi,nodefs.available<1%,imagefs.available<1%,nodefs.inodesFree<1%")
 	// The node serves the cluster DNS as installed nodes do; names it
 	// forwards go to the node's own loopback (nothing answers there unless
 	// a test runs a resolver), never to the host's resolvers.
