@@ -6,9 +6,11 @@
 #
 #   install.sh controlplane [--advertise-address IP] [--deb FILE | --bin-dir DIR] [--controlplane-arg ARG]...
 #                           [--with-node [--node-name NAME] [--image-dir DIR] [--nodelet-arg ARG]...]
+#   install.sh join-command [--ttl D] [--server URL]                                (on the control plane)
+#   install.sh node --server URL --token ID.SECRET --discovery-token-ca-cert-hash sha256:HEX
+#                   [--name NAME] [--node-ip IP] [--deb FILE | --bin-dir DIR] [--image-dir DIR] [--nodelet-arg ARG]...
 #   install.sh node-credentials --name NAME --ip IP --server URL --out DIR      (on the control plane)
-#   install.sh node --server URL --credentials DIR [--name NAME] [--node-ip IP]
-#                   [--deb FILE | --bin-dir DIR] [--image-dir DIR] [--nodelet-arg ARG]...
+#   install.sh node --server URL --credentials DIR [...as above]
 #   install.sh uninstall
 #
 # Run `install.sh --help` for what each command does.
@@ -18,13 +20,18 @@ readonly PKG=nodelet
 readonly CP_DATA=/var/lib/nodelet-controlplane
 readonly NODE_ETC=/etc/nodelet
 readonly NODE_IMAGES=/var/lib/nodelet/images
+readonly NODE_PKI=/var/lib/nodelet/pki
 readonly CP_DEFAULT=/etc/default/nodelet-controlplane
 readonly NODE_DEFAULT=/etc/default/nodelet
 readonly CONTAINERD_SOCK=/run/containerd/containerd.sock
 readonly PORT=6443
-# What /etc/default/nodelet always holds (the package's defaults); the
-# node's name, address and --nodelet-arg follow.
-readonly NODELET_BASE_ARGS="--kubeconfig $NODE_ETC/kubeconfig --tls-cert-file $NODE_ETC/serving.crt --tls-private-key-file $NODE_ETC/serving.key --image-dir $NODE_IMAGES --pause-binary /usr/lib/nodelet/pause --cluster-dns 10.96.0.10"
+# What /etc/default/nodelet always holds (the package's defaults, a node
+# that joins by token: its certificates come from the control plane and
+# are renewed there); the node's name, address and --nodelet-arg follow.
+readonly NODELET_COMMON_ARGS="--image-dir $NODE_IMAGES --pause-binary /usr/lib/nodelet/pause --cluster-dns 10.96.0.10"
+readonly NODELET_BASE_ARGS="--bootstrap-kubeconfig $NODE_ETC/bootstrap-kubeconfig --kubeconfig $NODE_ETC/kubeconfig --cert-dir $NODE_PKI $NODELET_COMMON_ARGS"
+# A node given its certificates by node-credentials instead.
+readonly NODELET_CREDENTIALS_ARGS="--kubeconfig $NODE_ETC/kubeconfig --tls-cert-file $NODE_ETC/serving.crt --tls-private-key-file $NODE_ETC/serving.key $NODELET_COMMON_ARGS"
 readonly CONTROLPLANE_BASE_ARGS="--data-dir $CP_DATA"
 # Seconds to wait for the API server and for a node.
 TIMEOUT=${NODELET_INSTALL_TIMEOUT:-180}
@@ -43,20 +50,32 @@ Usage: $0 COMMAND [options]   (as root, on a host running systemd)
       to the default route's address. With --with-node this host is a
       node too (NAME defaults to the host name; then as 'node' below).
 
+  join-command [--ttl D] [--server URL]
+      On the control plane: makes a bootstrap token valid for D (default
+      24h; 0: forever) and prints the command that joins a node with it,
+      the CA's hash pinned (kubeadm's token create --print-join-command).
+      URL defaults to the control plane's advertised address.
+
+  node --server URL --token ID.SECRET --discovery-token-ca-cert-hash sha256:HEX
+       [--name NAME] [--node-ip IP] [--deb FILE | --bin-dir DIR] [--image-dir DIR] [--nodelet-arg ARG]...
+      Installs nodelet, finds the control plane at URL with the token and
+      trusts it only if its CA has that hash (writes
+      $NODE_ETC/bootstrap-kubeconfig), copies the image archives of
+      --image-dir to $NODE_IMAGES/, writes $NODE_DEFAULT, enables and
+      starts containerd and the nodelet, which asks the control plane for
+      its certificates (kept in $NODE_PKI and renewed before they
+      expire), and waits until it runs and the node is Ready (when kubectl
+      is installed). NAME defaults to the host name.
+
   node-credentials --name NAME --ip IP --server URL --out DIR
-      On the control plane: writes DIR/kubeconfig (user system:node:NAME,
+      On the control plane, to join a node without a token: writes DIR/kubeconfig (user system:node:NAME,
       group system:nodes, server URL), DIR/serving.crt and DIR/serving.key
       (the node's HTTPS certificate for NAME and IP, signed by the cluster
       CA). Copy DIR to the node: it holds the node's private keys.
 
-  node --server URL --credentials DIR [--name NAME] [--node-ip IP]
-       [--deb FILE | --bin-dir DIR] [--image-dir DIR] [--nodelet-arg ARG]...
-      Installs nodelet, copies DIR's credentials to $NODE_ETC/ (server
-      set to URL), the image archives of --image-dir to $NODE_IMAGES/,
-      writes $NODE_DEFAULT, enables and starts containerd and the
-      nodelet, and waits until it runs (and the node is Ready, when
-      kubectl is installed). NAME defaults to the credentials' name, else
-      the host name.
+  node --server URL --credentials DIR [...as above]
+      As above, with DIR's credentials copied to $NODE_ETC/ (server set
+      to URL) instead of a token. NAME defaults to the credentials' name.
 
   uninstall
       Stops and disables the services, removes every container of the
@@ -375,23 +394,66 @@ EOF
 	write_admin_kubeconfig "$server"
 
 	if $with_node; then
-		# This host is a node too; its credentials stay with the cluster's.
-		local creds=$CP_DATA/nodes/$node_name
-		cmd_node_credentials --name "$node_name" --ip "$ip" --server "$server" --out "$creds"
+		# This host is a node too, joining by token like any other.
+		local own
+		own=$(new_token 1h)
 		[ -z "$image_dir" ] || node_args+=(--image-dir "$image_dir")
-		cmd_node --server "$server" --credentials "$creds" --name "$node_name" --node-ip "$ip" "${node_args[@]}"
+		cmd_node --server "$server" --token "${own% *}" --discovery-token-ca-cert-hash "${own#* }" \
+			--name "$node_name" --node-ip "$ip" "${node_args[@]}"
 	fi
 
-	local deb_hint=${deb:+ --deb $(basename "$deb")}
+	local deb_hint=${deb:+ --deb $(basename "$deb")} join
+	join=$(new_token 24h)
 	cat <<EOF
 
 The control plane runs at $server; kubectl on this host uses it as root
-(/root/.kube/config). To add a node NAME with address NODE_IP:
+(/root/.kube/config). To add a node, run there (the token works for 24
+hours; '$0 join-command' makes another):
 
-  on this host:  $0 node-credentials --name NAME --ip NODE_IP --server $server --out DIR
-  copy DIR to the node (it holds the node's private keys), then there:
-                 $0 node --server $server --credentials DIR --name NAME --node-ip NODE_IP$deb_hint
+  $0 node --server $server --token ${join% *} --discovery-token-ca-cert-hash ${join#* }$deb_hint
 EOF
+}
+
+# ---------------------------------------------------------------------------
+# join-command
+
+# new_token TTL: makes a bootstrap token and prints "TOKEN HASH".
+new_token() {
+	local out words
+	out=$(nodelet-controlplane token create --data-dir "$CP_DATA" --ttl "$1" --description "made by install.sh") ||
+		die "could not create a bootstrap token (is the control plane running?)"
+	read -r -d '' -a words <<<"$out" || true
+	[ ${#words[@]} -eq 2 ] || die "unexpected output of nodelet-controlplane token create: $out"
+	echo "${words[0]} ${words[1]}"
+}
+
+cmd_join_command() {
+	local ttl=24h server=""
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--ttl) need_value "$@"; ttl=$2; shift ;;
+		--ttl=*) ttl=${1#*=} ;;
+		--server) need_value "$@"; server=$2; shift ;;
+		--server=*) server=${1#*=} ;;
+		-h | --help) usage; exit 0 ;;
+		*) usage_error "join-command: unknown argument '$1'" ;;
+		esac
+		shift
+	done
+	[[ $ttl =~ ^([0-9]+h)?([0-9]+m)?([0-9]+s)?$ && -n $ttl ]] || [ "$ttl" = 0 ] || usage_error "--ttl '$ttl' is not a duration such as 24h"
+	require_root
+	command -v nodelet-controlplane >/dev/null || die "nodelet-controlplane is not installed (run '$0 controlplane' first)"
+	[ -f "$CP_DATA/ca.key" ] || die "no cluster CA in $CP_DATA: this is not the control plane, or it never started"
+	if [ -z "$server" ]; then
+		local ip
+		ip=$(sed -n 's/.*--advertise-address[= ]\([^ "]*\).*/\1/p' "$CP_DEFAULT" 2>/dev/null | head -n1)
+		[ -n "$ip" ] || usage_error "no --advertise-address in $CP_DEFAULT: give --server URL"
+		server="https://$ip:$PORT"
+	fi
+	check_url "$server"
+	local join
+	join=$(new_token "$ttl")
+	echo "$0 node --server $server --token ${join% *} --discovery-token-ca-cert-hash ${join#* }"
 }
 
 # ---------------------------------------------------------------------------
@@ -458,19 +520,62 @@ node_ready() {
 		-o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
 }
 
+# join_by_token SERVER TOKEN HASH: kubeadm's token discovery of the control
+# plane (its CA must have HASH) writes the bootstrap kubeconfig; the
+# nodelet asks for its certificates with it. A node that joined with the
+# same server and token keeps its certificates (a rerun changes nothing);
+# another join starts afresh. Returns 0 when something changed.
+join_by_token() {
+	local params="server=$1 token=${2%%.*} hash=$3" tmp
+	if [ "$(cat "$NODE_ETC/join" 2>/dev/null)" = "$params" ] && [ -s "$NODE_ETC/bootstrap-kubeconfig" ]; then
+		say "already joined $1 with this token"
+		return 1
+	fi
+	tmp=$(mktemp)
+	if ! nodelet bootstrap-kubeconfig --server "$1" --token "$2" --discovery-token-ca-cert-hash "$3" --out "$tmp"; then
+		rm -f "$tmp"
+		die "could not join $1 with this token (see above)"
+	fi
+	install_file "$tmp" "$NODE_ETC/bootstrap-kubeconfig" 0600 || true
+	rm -f "$tmp"
+	# Credentials of an earlier join (or of node-credentials) are not this one's.
+	rm -f "$NODE_ETC/kubeconfig" "$NODE_ETC/serving.crt" "$NODE_ETC/serving.key"
+	rm -rf "$NODE_PKI"
+	echo "$params" >"$NODE_ETC/join"
+	say "found the control plane at $1 (CA $3)"
+}
+
+# install_credentials SERVER DIR: node-credentials' files into $NODE_ETC
+# (the kubeconfig's server set to SERVER). Returns 0 when something changed.
+install_credentials() {
+	local changed=1 tmp
+	tmp=$(mktemp)
+	sed "s#^\([[:space:]]*server:\).*#\1 $1#" "$2/kubeconfig" >"$tmp"
+	install_file "$tmp" "$NODE_ETC/kubeconfig" 0600 && changed=0
+	rm -f "$tmp"
+	install_file "$2/serving.crt" "$NODE_ETC/serving.crt" 0644 && changed=0
+	install_file "$2/serving.key" "$NODE_ETC/serving.key" 0600 && changed=0
+	rm -f "$NODE_ETC/bootstrap-kubeconfig" "$NODE_ETC/join"
+	return $changed
+}
+
 # stays_active UNIT: active now and 10 s later (not crash-looping).
 stays_active() {
 	systemctl is-active --quiet "$1" && sleep 10 && systemctl is-active --quiet "$1"
 }
 
 cmd_node() {
-	local server="" creds="" name="" node_ip="" deb="" bindir="" image_dir="" args=()
+	local server="" creds="" token="" hash="" name="" node_ip="" deb="" bindir="" image_dir="" args=()
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--server) need_value "$@"; server=$2; shift ;;
 		--server=*) server=${1#*=} ;;
 		--credentials) need_value "$@"; creds=$2; shift ;;
 		--credentials=*) creds=${1#*=} ;;
+		--token) need_value "$@"; token=$2; shift ;;
+		--token=*) token=${1#*=} ;;
+		--discovery-token-ca-cert-hash) need_value "$@"; hash=$2; shift ;;
+		--discovery-token-ca-cert-hash=*) hash=${1#*=} ;;
 		--name) need_value "$@"; name=$2; shift ;;
 		--name=*) name=${1#*=} ;;
 		--node-ip) need_value "$@"; node_ip=$2; shift ;;
@@ -488,17 +593,26 @@ cmd_node() {
 		esac
 		shift
 	done
-	[ -n "$server" ] && [ -n "$creds" ] || usage_error "node needs --server and --credentials"
+	[ -n "$server" ] || usage_error "node needs --server"
+	if [ -n "$token" ]; then
+		[ -z "$creds" ] || usage_error "node takes --token or --credentials, not both"
+		[[ $token =~ ^[a-z0-9]{6}\.[a-z0-9]{16}$ ]] || usage_error "--token '$token' is not a bootstrap token ID.SECRET"
+		[[ $hash =~ ^sha256:[0-9a-f]{64}$ ]] || usage_error "--token needs --discovery-token-ca-cert-hash sha256:HEX (the second line of nodelet-controlplane token create)"
+	else
+		[ -n "$creds" ] || usage_error "node needs --token (and --discovery-token-ca-cert-hash) or --credentials"
+	fi
 	check_url "$server"
 	[ -z "$node_ip" ] || check_ip "$node_ip"
 	[ -n "$image_dir" ] && [ ! -d "$image_dir" ] && die "--image-dir $image_dir: no such directory"
 	local f
-	for f in kubeconfig serving.crt serving.key; do
-		[ -s "$creds/$f" ] || die "--credentials $creds has no $f (make them with '$0 node-credentials' on the control plane)"
-	done
-	# The credentials name their node: system:node:NAME.
-	local cred_name
-	cred_name=$(sed -n 's/^name=\([^ ]*\) .*/\1/p' "$creds/params" 2>/dev/null || true)
+	if [ -n "$creds" ]; then
+		for f in kubeconfig serving.crt serving.key; do
+			[ -s "$creds/$f" ] || die "--credentials $creds has no $f (make them with '$0 node-credentials' on the control plane)"
+		done
+	fi
+	# Credentials name their node: system:node:NAME.
+	local cred_name=""
+	[ -z "$creds" ] || cred_name=$(sed -n 's/^name=\([^ ]*\) .*/\1/p' "$creds/params" 2>/dev/null || true)
 	if [ -z "$name" ]; then
 		name=${cred_name:-$(hostname | tr '[:upper:]' '[:lower:]')}
 	elif [ -n "$cred_name" ] && [ "$cred_name" != "$name" ]; then
@@ -515,14 +629,15 @@ cmd_node() {
 		systemctl disable --now nodelet-controlplane.service >/dev/null 2>&1 || true
 	fi
 
-	local changed=false tmp
+	local changed=false base_args=$NODELET_CREDENTIALS_ARGS
 	mkdir -p "$NODE_ETC"
-	tmp=$(mktemp)
-	sed "s#^\([[:space:]]*server:\).*#\1 $server#" "$creds/kubeconfig" >"$tmp"
-	install_file "$tmp" "$NODE_ETC/kubeconfig" 0600 && changed=true
-	rm -f "$tmp"
-	install_file "$creds/serving.crt" "$NODE_ETC/serving.crt" 0644 && changed=true
-	install_file "$creds/serving.key" "$NODE_ETC/serving.key" 0600 && changed=true
+	chmod 0700 "$NODE_ETC"
+	if [ -n "$token" ]; then
+		join_by_token "$server" "$token" "$hash" && changed=true
+		base_args=$NODELET_BASE_ARGS
+	else
+		install_credentials "$server" "$creds" && changed=true
+	fi
 
 	mkdir -p "$NODE_IMAGES"
 	if [ -n "$image_dir" ]; then
@@ -539,7 +654,7 @@ cmd_node() {
 	write_file "$NODE_DEFAULT" 0644 <<EOF && changed=true
 # Written by packaging/install.sh node; rerun it to change this.
 # The arguments of the nodelet (see nodelet --help).
-NODELET_ARGS="$NODELET_BASE_ARGS --node-name $name${node_ip:+ --node-ip $node_ip}${args[*]:+ ${args[*]}}"
+NODELET_ARGS="$base_args --node-name $name${node_ip:+ --node-ip $node_ip}${args[*]:+ ${args[*]}}"
 EOF
 
 	systemctl enable --now containerd.service >/dev/null 2>&1 || die "cannot start containerd"
@@ -722,6 +837,7 @@ main() {
 	shift
 	case $cmd in
 	controlplane) cmd_controlplane "$@" ;;
+	join-command) cmd_join_command "$@" ;;
 	node-credentials) cmd_node_credentials "$@" ;;
 	node) cmd_node "$@" ;;
 	uninstall) cmd_uninstall "$@" ;;

@@ -89,7 +89,7 @@ expect "install.sh rejects an argument with spaces" usage_exit packaging/install
 expect "install.sh node-credentials rejects an upper-case name" usage_exit packaging/install.sh node-credentials --name Node1 --ip 10.0.0.2 --server https://10.0.0.1:6443 --out "$work/x"
 mkdir -p "$work/emptyshare"
 expect "provision/controlplane.sh wants exactly one .deb in the share" usage_exit packaging/provision/controlplane.sh --ip 10.0.0.1 --share "$work/emptyshare"
-expect "provision/node.sh wants its credentials in the share" usage_exit packaging/provision/node.sh --name n1 --ip 10.0.0.2 --server https://10.0.0.1:6443 --share "$work/emptyshare"
+expect "provision/node.sh wants the join command in the share" usage_exit packaging/provision/node.sh --name n1 --ip 10.0.0.2 --server https://10.0.0.1:6443 --share "$work/emptyshare"
 expect "smoke.sh --help" sh -c 'packaging/smoke.sh --help >/dev/null'
 expect "version.sh prints a Debian version" sh -c 'packaging/deb/version.sh | grep -Eq "^[0-9][A-Za-z0-9.+~]*$"'
 
@@ -159,7 +159,7 @@ default_of() { # FILE VAR
 	)
 }
 base_of() { # install.sh's readonly NAME="..." value, expanded
-	bash -c "$(grep -E "^readonly (PKG|CP_DATA|NODE_ETC|NODE_IMAGES)=" packaging/install.sh); $(grep -E "^readonly $1=" packaging/install.sh); echo \"\$$1\""
+	bash -c "$(grep -E "^readonly (PKG|CP_DATA|NODE_ETC|NODE_IMAGES|NODE_PKI|NODELET_COMMON_ARGS)=" packaging/install.sh); $(grep -E "^readonly $1=" packaging/install.sh); echo \"\$$1\""
 }
 expect "install.sh's NODELET_BASE_ARGS are the packaged NODELET_ARGS" \
 	test "$(default_of "$root/etc/default/nodelet" NODELET_ARGS)" = "$(base_of NODELET_BASE_ARGS)"
@@ -545,6 +545,15 @@ snap node1 /etc/default/nodelet /etc/nodelet/kubeconfig /etc/nodelet/serving.crt
 : >"$R/var/log/stub.log"
 run node2 bash /install.sh node --server https://127.0.0.1:6443 --credentials /share/credentials/n1 --name n1 --node-ip 127.0.0.2 --image-dir /share/images --nodelet-arg --log-level=debug
 cp "$R/var/log/stub.log" "$R/stub-after-node2.log"
+# The same host joins by token instead (kubeadm's discovery against the
+# real control plane), then again with the same token.
+run join bash /install.sh join-command --ttl 1h
+run badhash bash -c "$(sed 's/sha256:[0-9a-f]*/sha256:0000000000000000000000000000000000000000000000000000000000000000/' "$R/join.log" | tail -n1) --name n2"
+run token1 bash -c "$(tail -n1 "$R/join.log") --name n2 --node-ip 127.0.0.3"
+snap token1 /etc/default/nodelet /etc/nodelet/bootstrap-kubeconfig
+: >"$R/var/log/stub.log"
+run token2 bash -c "$(tail -n1 "$R/join.log") --name n2 --node-ip 127.0.0.3"
+cp "$R/var/log/stub.log" "$R/stub-after-token2.log"
 run uninstall bash /install.sh uninstall
 enabled >"$R/enabled-uninstall"
 chroot "$R" /usr/bin/systemctl stop nodelet-controlplane.service
@@ -578,7 +587,7 @@ expect "CONTROLPLANE_ARGS: packaged ones + --advertise-address and --tls-san" gr
 expect "after install.sh controlplane only nodelet-controlplane.service is enabled (no node here yet)" enabled_after cp1 nodelet-controlplane.service
 expect "/root/.kube/config: admin, https://127.0.0.1:6443, 0600" sh -c \
 	"grep -q 'server: https://127.0.0.1:6443$' '$R/snap/cp1/config' && [ \"\$(stat -c %a '$R/snap/cp1/config')\" = 600 ]"
-expect "controlplane prints the join commands" grep -q 'node-credentials --name NAME --ip NODE_IP --server https://127.0.0.1:6443' "$R/cp1.log"
+expect "controlplane prints the join command (a token and the CA hash)" grep -Eq 'install.sh node --server https://127.0.0.1:6443 --token [a-z0-9]{6}\.[a-z0-9]{16} --discovery-token-ca-cert-hash sha256:[0-9a-f]{64}' "$R/cp1.log"
 step cp2 "install.sh controlplane again (idempotent)"
 expect "the rerun installs nothing and restarts nothing" sh -c "grep -q 'is installed' '$R/cp2.log' && ! grep -q 'restarting' '$R/cp2.log' && grep -q 'up to date' '$R/cp2.log'"
 step creds "install.sh node-credentials"
@@ -595,6 +604,16 @@ expect "node leaves the control plane of its host alone" sh -c "! grep -q 'disab
 expect "after install.sh node beside the control plane both units are enabled" enabled_after node1 "nodelet-controlplane.service nodelet.service"
 step node2 "install.sh node again (idempotent)"
 expect "the rerun restarts nothing" sh -c "! grep -q 'restart' '$R/stub-after-node2.log'"
+step join "install.sh join-command"
+expect "a control plane with another CA hash is refused" sh -c "[ \"\$(cat '$R/badhash.rc')\" != 0 ] && grep -q 'sha256:0000' '$R/badhash.log'"
+step token1 "install.sh node --token: discovery with the pinned CA, the bootstrap kubeconfig, nodelet started"
+expect "NODELET_ARGS: the packaged (bootstrap) ones + name and address" grep -qx \
+	'NODELET_ARGS="--bootstrap-kubeconfig /etc/nodelet/bootstrap-kubeconfig --kubeconfig /etc/nodelet/kubeconfig --cert-dir /var/lib/nodelet/pki --image-dir /var/lib/nodelet/images --pause-binary /usr/lib/nodelet/pause --cluster-dns 10.96.0.10 --node-name n2 --node-ip 127.0.0.3"' \
+	"$R/snap/token1/nodelet"
+expect "/etc/nodelet/bootstrap-kubeconfig: 0600, the token, the server" sh -c \
+	"[ \"\$(stat -c %a '$R/snap/token1/bootstrap-kubeconfig')\" = 600 ] && grep -q 'server: https://127.0.0.1:6443' '$R/snap/token1/bootstrap-kubeconfig' && grep -q 'token: ' '$R/snap/token1/bootstrap-kubeconfig'"
+step token2 "install.sh node --token again (idempotent)"
+expect "the token rerun restarts nothing" sh -c "! grep -q 'restart' '$R/stub-after-token2.log' && grep -q 'already joined' '$R/token2.log'"
 step uninstall "install.sh uninstall"
 expect "uninstall stops and disables both services" grep -q 'systemctl disable --now nodelet.service nodelet-controlplane.service' "$R/var/log/stub.log"
 expect "after install.sh uninstall nothing is enabled" enabled_after uninstall ""

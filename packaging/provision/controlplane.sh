@@ -7,8 +7,10 @@
 # DIR is shared read-write with the nodes' guests and holds exactly one
 # nodelet_*.deb. Runs `install.sh controlplane --advertise-address IP
 # --deb DIR/nodelet_*.deb` (the control plane only: make this guest a node
-# too with node.sh, after naming it in --nodes), then writes each node's
-# credentials to DIR/credentials/NAME for node.sh. install.sh is taken
+# too with node.sh), then `install.sh join-command`, whose command (a
+# bootstrap token and the CA's hash) it writes to DIR/join for node.sh:
+# nodes join by token. --nodes is accepted for older callers and only
+# checked. install.sh is taken
 # from ../install.sh (as in the source tree), else from DIR/install.sh,
 # else from the package. Options also take the --opt=value form.
 set -euo pipefail
@@ -51,6 +53,9 @@ bash "$install_sh" controlplane --advertise-address "$ip" --deb "$deb" "${args[@
 for pair in $nodes; do
 	name=${pair%%=*} nip=${pair#*=}
 	[ -n "$name" ] && [ -n "$nip" ] && [ "$name" != "$pair" ] || die "--nodes: '$pair' is not NAME=IP"
-	bash "$install_sh" node-credentials --name "$name" --ip "$nip" --server "$server" --out "$share/credentials/$name"
 done
-echo "provision: control plane $ip ready; credentials for: ${nodes:-no nodes}"
+# The token outlives a slow lab's last node (a day); written atomically,
+# since nodes wait for the file to appear.
+bash "$install_sh" join-command --server "$server" --ttl 24h >"$share/join.tmp"
+mv "$share/join.tmp" "$share/join"
+echo "provision: control plane $ip ready; nodes join with $share/join"

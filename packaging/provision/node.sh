@@ -5,10 +5,11 @@
 #   node.sh --name NAME --ip IP --server URL --share DIR
 #
 # DIR is the directory shared with the control plane's guest: it holds the
-# one nodelet_*.deb, DIR/credentials/NAME (written by controlplane.sh) and
-# optionally DIR/images/ (image archives the nodelet imports). Runs
-# `install.sh node --server URL --credentials DIR/credentials/NAME
-# --node-ip IP --name NAME --deb DIR/nodelet_*.deb --image-dir DIR/images`.
+# one nodelet_*.deb, DIR/join (the join command controlplane.sh wrote: a
+# bootstrap token and the CA's hash) and optionally DIR/images/ (image
+# archives the nodelet imports). Runs `install.sh node --server URL
+# --token T --discovery-token-ca-cert-hash H --node-ip IP --name NAME
+# --deb DIR/nodelet_*.deb --image-dir DIR/images`.
 # install.sh is found as controlplane.sh finds it. Options also take the
 # --opt=value form.
 set -euo pipefail
@@ -40,8 +41,12 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$name" ] && [ -n "$ip" ] && [ -n "$server" ] && [ -n "$share" ] ||
 	die "--name, --ip, --server and --share are required (see --help)"
-[ -d "$share/credentials/$name" ] ||
-	die "no $share/credentials/$name: run controlplane.sh with --nodes \"... $name=$ip\" first"
+[ -s "$share/join" ] || die "no $share/join: run controlplane.sh first"
+# "PATH/install.sh node --server URL --token T --discovery-token-ca-cert-hash H"
+read -r -a join <"$share/join"
+[ ${#join[@]} -eq 8 ] && [ "${join[1]}" = node ] && [ "${join[4]}" = --token ] ||
+	die "$share/join is not a join command: ${join[*]}"
+token=${join[5]} hash=${join[7]}
 
 deb=$(share_deb "$share" "")
 images=()
@@ -50,6 +55,6 @@ images=()
 install_sh=""
 find_install_sh "$here" "$share" "$deb"
 
-bash "$install_sh" node --server "$server" --credentials "$share/credentials/$name" \
+bash "$install_sh" node --server "$server" --token "$token" --discovery-token-ca-cert-hash "$hash" \
 	--node-ip "$ip" --name "$name" --deb "$deb" "${images[@]}"
 echo "provision: node $name ($ip) joined $server"
