@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
 
+	"github.com/nodelet/nodelet/hosttools"
 	"github.com/nodelet/nodelet/test/testkit"
 )
 
@@ -34,7 +35,8 @@ const joinSigningDuration = "3m"
 // not know is refused. A node started with nothing but the bootstrap
 // kubeconfig gets its client certificate (requested by the token's
 // user) and its serving certificate (requested as the node), both
-// approved and issued, goes Ready, and serves kubectl logs and exec.
+// approved and issued, goes Ready, and serves kubectl logs, exec,
+// port-forward and its metrics (with the certificates' TTLs).
 // With certificates of minutes, both are renewed (the client one with
 // the node's own credentials) while the node stays Ready and its API keeps
 // serving.
@@ -82,8 +84,8 @@ func TestNodeJoinsByToken(t *testing.T) {
 	node := startRealNodeWith(t, cp, "node-join", boot)
 	testkit.Eventually(t, 90*time.Second, "node Ready", func() bool { return nodeReady(cp.clientset(), node.name) })
 	testJoinCertificates(t, cp, node, tokenID)
-	runPod(t, cp, "joined", "echo joined by token; sleep 3600")
-	testJoinedNodeServes(t, cp)
+	runPod(t, cp, "joined", "echo joined by token; mkdir /www; echo through port-forward > /www/index.html; exec httpd -f -p 8080 -h /www")
+	testJoinedNodeServes(t, cp, node)
 	cp = testJoinRotation(t, cp, node) // not a subtest: the restarted control plane lives as long as the test
 
 	cp.must("delete", "pod", "joined", "--grace-period=0", "--wait=false")
@@ -196,8 +198,9 @@ func testJoinCertificates(t *testing.T, cp *controlPlane, node *realNode, tokenI
 }
 
 // testJoinedNodeServes: the API server reaches the node's API, which
-// serves the certificate the control plane issued.
-func testJoinedNodeServes(t *testing.T, cp *controlPlane) {
+// serves the certificate the control plane issued: logs, exec,
+// port-forward and the node's metrics, the certificates' TTLs among them.
+func testJoinedNodeServes(t *testing.T, cp *controlPlane, node *realNode) {
 	t.Helper()
 	var out, errOut string
 	var err error
@@ -211,6 +214,37 @@ func testJoinedNodeServes(t *testing.T, cp *controlPlane) {
 	if out := cp.must("exec", "joined", "--", "sh", "-c", "echo exec on $(hostname)"); strings.TrimSpace(out) != "exec on joined" {
 		t.Errorf("kubectl exec: %q", out)
 	}
+	port := freePort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pf := hosttools.CommandContext(ctx, "kubectl", "--kubeconfig", cp.kubeconfig, "port-forward", "pod/joined", fmt.Sprintf("%d:8080", port))
+	var pfLogs lockedBuffer
+	pf.Stdout, pf.Stderr = &pfLogs, &pfLogs
+	if err := pf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 20*time.Second, "the pod's page through port-forward", func() bool {
+		body, _ := getLocal(fmt.Sprintf("http://127.0.0.1:%d/", port))
+		return strings.TrimSpace(body) == "through port-forward"
+	})
+	cancel()
+	pf.Wait()
+	metrics := cp.must("get", "--raw", "/api/v1/nodes/"+node.name+"/proxy/metrics")
+	for _, name := range []string{"kubelet_certificate_manager_client_ttl_seconds", "kubelet_certificate_manager_server_ttl_seconds"} {
+		if line := grepMetric(metrics, name); line == "" || strings.HasSuffix(line, "+Inf") {
+			t.Errorf("node metrics: %s = %q, want the seconds left", name, line)
+		}
+	}
+}
+
+// grepMetric is the sample line of an unlabelled metric.
+func grepMetric(exposition, name string) string {
+	for l := range strings.SplitSeq(exposition, "\n") {
+		if strings.HasPrefix(l, name+" ") {
+			return l
+		}
+	}
+	return ""
 }
 
 // testJoinRotation waits for both certificates to be renewed (their pair
@@ -256,7 +290,7 @@ func testJoinRotation(t *testing.T, cp *controlPlane, node *realNode) *controlPl
 	if got := issuedCSRs(t, cp, certificatesv1.KubeAPIServerClientKubeletSignerName, "system:node:"+node.name); len(got) == 0 {
 		t.Error("no client certificate renewal asked for by the node itself")
 	}
-	testJoinedNodeServes(t, cp)
+	testJoinedNodeServes(t, cp, node)
 	return cp
 }
 
