@@ -69,3 +69,37 @@ func TestJSONPatchBounds(t *testing.T) {
 		t.Fatalf("10001 operations: %v, want upstream's 413", err)
 	}
 }
+
+// TestStoredSizeBound: however it grows (a create under the body limit,
+// merge patches each small), an object larger than etcd's default request
+// limit is refused with 413 and the stored one is unchanged.
+func TestStoredSizeBound(t *testing.T) {
+	env := newTestEnv(t, storage.HubOptions{}, nil)
+	cs := env.clientset(t)
+	ctx := context.Background()
+	big := strings.Repeat("x", 2<<20)
+	tmpl := &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "big"}, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "c", Image: "i", Args: []string{big}}}}}}
+	_, err := cs.CoreV1().PodTemplates("default").Create(ctx, tmpl, metav1.CreateOptions{})
+	if !apierrors.IsRequestEntityTooLargeError(err) || !strings.Contains(err.Error(), "the limit is 1572864 bytes") {
+		t.Fatalf("a 2 MiB object: %v, want 413", err)
+	}
+	tmpl.Template.Spec.Containers[0].Args = []string{"small"}
+	if _, err := cs.CoreV1().PodTemplates("default").Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	chunk := strings.Repeat("y", 1<<20)
+	grow := fmt.Sprintf(`{"template":{"spec":{"containers":[{"name":"c","image":"i","args":["%s"]}]}}}`, chunk)
+	if _, err := cs.CoreV1().PodTemplates("default").Patch(ctx, "big", types.MergePatchType, []byte(grow), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("a 1 MiB object: %v", err)
+	}
+	patch := fmt.Sprintf(`[{"op":"add","path":"/template/spec/containers/0/args/-","value":"%s"}]`, chunk)
+	_, err = cs.CoreV1().PodTemplates("default").Patch(ctx, "big", types.JSONPatchType, []byte(patch), metav1.PatchOptions{})
+	if !apierrors.IsRequestEntityTooLargeError(err) {
+		t.Fatalf("a patch growing it to 2 MiB: %v, want 413", err)
+	}
+	got, err := cs.CoreV1().PodTemplates("default").Get(ctx, "big", metav1.GetOptions{})
+	if err != nil || len(got.Template.Spec.Containers[0].Args) != 1 {
+		t.Fatalf("after the refused patch: %v, %d args", err, len(got.Template.Spec.Containers[0].Args))
+	}
+}

@@ -283,6 +283,9 @@ func (s *Server) createOnce(ctx context.Context, res *registry.Resource, obj run
 	if err != nil {
 		return err
 	}
+	if err := checkStoredSize(res, m.GetName(), data); err != nil {
+		return err
+	}
 	rev, err := s.store.Create(ctx, objectKey(res, m.GetNamespace(), m.GetName()), data)
 	if err != nil {
 		return err
@@ -515,6 +518,9 @@ func (s *Server) storeUpdate(ctx context.Context, res *registry.Resource, obj, c
 	if err != nil {
 		return nil, err
 	}
+	if err := checkStoredSize(res, m.GetName(), data); err != nil {
+		return nil, err
+	}
 	// A stale value (encrypted with a key that is no longer the first) is
 	// rewritten even when nothing changed: that is how keys rotate.
 	if string(data) == string(kv.Value) && !kv.Stale {
@@ -566,4 +572,19 @@ func fieldRequired(path, msg string) field.ErrorList {
 
 func schemaGK(group, kind string) schema.GroupKind {
 	return schema.GroupKind{Group: group, Kind: kind}
+}
+
+// maxStoredBytes is the largest object the store takes, as etcd's default
+// --max-request-bytes bounds what kube-apiserver can store: a patch or an
+// update that grows an object past it is refused, whatever the request's
+// own size.
+const maxStoredBytes = 3 * 512 * 1024
+
+// checkStoredSize refuses an encoded object over maxStoredBytes with 413.
+func checkStoredSize(res *registry.Resource, name string, data []byte) error {
+	if len(data) <= maxStoredBytes {
+		return nil
+	}
+	return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("%s %q is %d bytes once encoded: the limit is %d bytes",
+		groupResource(res).String(), name, len(data), maxStoredBytes))
 }
