@@ -14,6 +14,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/nodelet/nodelet/controlplane/storage"
 )
@@ -99,5 +100,25 @@ func TestCertificateSigningRequests(t *testing.T) {
 	list, err := csrs.List(ctx, metav1.ListOptions{FieldSelector: "spec.signerName=kubernetes.io/kube-apiserver-client-kubelet"})
 	if err != nil || len(list.Items) != 1 {
 		t.Errorf("list by signer: %v, %d items", err, len(list.Items))
+	}
+}
+
+// Clients that speak protobuf (client-go's informers and controllers when
+// configured so) create and read CSRs in it.
+func TestCertificateSigningRequestsProtobuf(t *testing.T) {
+	env := newTestEnv(t, storage.HubOptions{}, nil)
+	cfg := rest.CopyConfig(env.config)
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf"
+	csrs := newClientset(t, cfg).CertificatesV1().CertificateSigningRequests()
+	created, err := csrs.Create(testCtx(t), &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{Request: csrPEM(t, "system:node:n1", "system:nodes"),
+			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}}}, metav1.CreateOptions{})
+	if err != nil || created.Spec.Username != "admin" {
+		t.Fatalf("protobuf create: %+v, %v", created, err)
+	}
+	if list, err := csrs.List(testCtx(t), metav1.ListOptions{}); err != nil || len(list.Items) != 1 {
+		t.Fatalf("protobuf list: %v", err)
 	}
 }

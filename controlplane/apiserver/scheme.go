@@ -10,6 +10,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -38,7 +39,7 @@ func newProtobufSerializer() (runtime.Serializer, error) {
 		discoveryv1.AddToScheme, autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
 		eventsv1.AddToScheme, flowcontrolv1.AddToScheme, batchv1.AddToScheme, admissionregistrationv1.AddToScheme,
 		policyv1.AddToScheme, rbacv1.AddToScheme, schedulingv1.AddToScheme, storagev1.AddToScheme, nodev1.AddToScheme,
-		apiregistrationv1.AddToScheme, apiextensionsv1.AddToScheme, metav1.AddMetaToScheme,
+		apiregistrationv1.AddToScheme, apiextensionsv1.AddToScheme, certificatesv1.AddToScheme, metav1.AddMetaToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("build scheme: %w", err)
