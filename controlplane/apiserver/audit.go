@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bufio"
 	"bytes"
+	"context"
 	stdjson "encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +12,9 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
@@ -19,7 +22,10 @@ import (
 	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/audit/policy"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	auditlog "k8s.io/apiserver/plugin/pkg/audit/log"
+
+	"github.com/nodelet/nodelet/controlplane/registry"
 )
 
 // maxAuditedBody bounds the request and response bodies an audit event
@@ -37,6 +43,10 @@ const maxAuditedBody = 1 << 20
 type Auditor struct {
 	policy  audit.PolicyRuleEvaluator
 	backend audit.Backend
+	// objects encodes a create's object for upstream's LogRequestObject,
+	// which fills the event's objectRef from it: as sent, no conversion
+	// (kinds it does not know are encoded as they are).
+	objects runtime.NegotiatedSerializer
 }
 
 // NewAuditor reads the policy file (audit.k8s.io/v1 Policy) and writes
@@ -50,7 +60,8 @@ func NewAuditor(policyFile string, out io.Writer) (*Auditor, error) {
 	if err := backend.Run(make(chan struct{})); err != nil {
 		return nil, err
 	}
-	return &Auditor{policy: policy.NewPolicyRuleEvaluator(p), backend: backend}, nil
+	return &Auditor{policy: policy.NewPolicyRuleEvaluator(p), backend: backend,
+		objects: serializer.WithoutConversionCodecFactory{CodecFactory: serializer.NewCodecFactory(runtime.NewScheme())}}, nil
 }
 
 // begin starts auditing r, authenticated as authn and, when impersonating,
@@ -88,7 +99,7 @@ func (s *Server) auditBegin(w http.ResponseWriter, r *http.Request, authn, actin
 			io.Closer
 		}{io.TeeReader(r.Body, &limitedWriter{buf: body, max: maxAuditedBody}), r.Body}
 	}
-	aw := &auditWriter{ResponseWriter: w, code: http.StatusOK}
+	aw := &auditWriter{ResponseWriter: w, code: http.StatusOK, ctx: ctx, ac: ac, long: auditLongRunning(attrs)}
 	if !rac.Level.Less(auditinternal.LevelRequestResponse) {
 		aw.body = &limitedWriter{buf: &bytes.Buffer{}, max: maxAuditedBody}
 	}
@@ -106,6 +117,58 @@ func (s *Server) auditBegin(w http.ResponseWriter, r *http.Request, authn, actin
 		}
 		ac.ProcessEventStage(ctx, auditinternal.StageResponseComplete)
 	}
+}
+
+// auditCreate completes a create's objectRef (its name, which the URL
+// does not hold) from the decoded object, as upstream's create handler
+// does.
+func (s *Server) auditCreate(ctx context.Context, res *registry.Resource, obj runtime.Object) {
+	if s.cfg.Audit == nil {
+		return
+	}
+	audit.LogRequestObject(ctx, obj, res.GroupVersion, res.GroupVersionResource(), "", s.cfg.Audit.objects)
+}
+
+// auditUnauthenticated records a request refused before anyone is known
+// (401), as upstream's failed-authentication audit does: the policy sees
+// no user, the event's stage is ResponseStarted and its status says which
+// credentials were tried.
+func (s *Server) auditUnauthenticated(w http.ResponseWriter, r *http.Request) {
+	a := s.cfg.Audit
+	ctx := audit.WithAuditContext(r.Context())
+	ac := audit.AuditContextFrom(ctx)
+	id := r.Header.Get(auditinternal.HeaderAuditID)
+	if id == "" {
+		id = string(uuid.NewUUID())
+	}
+	audit.WithAuditID(ctx, types.UID(id))
+	w.Header().Set(auditinternal.HeaderAuditID, id)
+	attrs, _, _ := s.requestAttributes(r, nil)
+	rac := a.policy.EvaluatePolicyRule(attrs)
+	if err := ac.Init(rac, a.backend); err != nil || rac.Level == auditinternal.LevelNone {
+		return
+	}
+	audit.LogRequestMetadata(ctx, r, time.Now(), attrs)
+	ac.SetEventResponseStatus(&metav1.Status{Message: "Authentication failed, attempted: " + attemptedAuth(r), Code: http.StatusUnauthorized})
+	ac.ProcessEventStage(ctx, auditinternal.StageResponseStarted)
+}
+
+// attemptedAuth names the credentials a request carried, upstream's way.
+func attemptedAuth(r *http.Request) string {
+	var methods []string
+	if _, _, ok := r.BasicAuth(); ok {
+		methods = append(methods, "basic")
+	}
+	if scheme, _, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " "); strings.EqualFold(scheme, "bearer") {
+		methods = append(methods, "bearer")
+	}
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		methods = append(methods, "x509")
+	}
+	if len(methods) == 0 {
+		return "none"
+	}
+	return strings.Join(methods, ", ")
 }
 
 // auditJSON is a body as an event embeds it: JSON as sent, protobuf
@@ -155,25 +218,58 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// auditLongRunning: upstream's long-running requests (watches, proxies,
+// attach, exec, logs and port-forwards) also get a ResponseStarted event
+// when their response begins.
+func auditLongRunning(attrs authorizer.Attributes) bool {
+	if !attrs.IsResourceRequest() {
+		return false
+	}
+	switch attrs.GetVerb() {
+	case "watch", "proxy":
+		return true
+	}
+	switch attrs.GetSubresource() {
+	case "attach", "exec", "proxy", "log", "portforward":
+		return true
+	}
+	return false
+}
+
 // auditWriter records the response's status code (and body, when set)
 // and passes flushing, hijacking and the response controller through, so
-// watches and upgrades work audited.
+// watches and upgrades work audited. For a long-running request the start
+// of the response is an event of its own (ResponseStarted).
 type auditWriter struct {
 	http.ResponseWriter
 	code    int
 	started bool
 	body    *limitedWriter
+	ctx     context.Context
+	ac      *audit.AuditContext
+	long    bool
+}
+
+// start records the response's code once, and for a long-running request
+// sends the ResponseStarted event.
+func (w *auditWriter) start(code int) {
+	if w.started {
+		return
+	}
+	w.code, w.started = code, true
+	if w.long {
+		w.ac.SetEventResponseStatusCode(int32(code))
+		w.ac.ProcessEventStage(w.ctx, auditinternal.StageResponseStarted)
+	}
 }
 
 func (w *auditWriter) WriteHeader(code int) {
-	if !w.started {
-		w.code, w.started = code, true
-	}
+	w.start(code)
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *auditWriter) Write(p []byte) (int, error) {
-	w.started = true
+	w.start(http.StatusOK)
 	if w.body != nil {
 		w.body.Write(p)
 	}
@@ -191,7 +287,7 @@ func (w *auditWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if !ok {
 		return nil, nil, fmt.Errorf("the response writer cannot be hijacked")
 	}
-	w.code, w.started = http.StatusSwitchingProtocols, true
+	w.start(http.StatusSwitchingProtocols)
 	return h.Hijack()
 }
 

@@ -3,7 +3,9 @@ package apiserver
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/controlplane/storage"
 )
@@ -83,7 +86,26 @@ func TestAuditLog(t *testing.T) {
 		t.Fatal("bob read a secret that does not exist")
 	}
 
-	var create, get *auditv1.Event
+	// A watch (long-running: its start is an event too) and a request
+	// with a token nobody issued (refused before anyone is known).
+	w, err := env.clientset(t).CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{TimeoutSeconds: ptr.To[int64](1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range w.ResultChan() {
+	}
+	anon := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	req, _ := http.NewRequest("GET", env.config.Host+"/api/v1/namespaces/default/pods", nil)
+	req.Header.Set("Authorization", "Bearer nobody-issued-this")
+	resp, err := anon.Do(req)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a made-up token: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	anon.CloseIdleConnections()
+
+	var create, get, unauthorized *auditv1.Event
+	var watchStages []auditv1.Stage
 	events := out.events(t)
 	for i := range events {
 		ev := &events[i]
@@ -94,6 +116,10 @@ func TestAuditLog(t *testing.T) {
 			t.Fatalf("a non-resource request the policy drops was logged: %s %s", ev.Verb, ev.RequestURI)
 		}
 		switch {
+		case ev.ResponseStatus != nil && ev.ResponseStatus.Code == http.StatusUnauthorized:
+			unauthorized = ev
+		case ev.Verb == "watch" && ev.ObjectRef.Resource == "configmaps":
+			watchStages = append(watchStages, ev.Stage)
 		case ev.Verb == "create" && ev.ObjectRef.Resource == "configmaps":
 			create = ev
 		case ev.Verb == "get" && ev.ObjectRef.Resource == "secrets":
@@ -103,11 +129,19 @@ func TestAuditLog(t *testing.T) {
 	if create == nil || create.AuditID == "" || create.User.Username != "admin" || create.Level != auditv1.LevelRequestResponse ||
 		create.ResponseStatus == nil || create.ResponseStatus.Code != 201 || create.RequestObject == nil ||
 		!strings.Contains(string(create.RequestObject.Raw), `"audited"`) || create.ResponseObject == nil ||
-		!strings.Contains(string(create.ResponseObject.Raw), `"resourceVersion"`) || create.Stage != auditv1.StageResponseComplete {
+		!strings.Contains(string(create.ResponseObject.Raw), `"resourceVersion"`) || create.Stage != auditv1.StageResponseComplete ||
+		create.ObjectRef.Name != "audited" {
 		t.Fatalf("the create's event: %+v\nall: %s", create, out.buf.String())
 	}
 	if get == nil || get.User.Username != "admin" || get.ImpersonatedUser == nil || get.ImpersonatedUser.Username != "bob" ||
 		get.Level != auditv1.LevelMetadata || get.RequestObject != nil || get.ResponseStatus.Code != 404 || get.AuditID == "" || get.AuditID == create.AuditID {
 		t.Fatalf("the impersonated get's event: %+v", get)
+	}
+	if unauthorized == nil || unauthorized.Stage != auditv1.StageResponseStarted || unauthorized.User.Username != "" ||
+		!strings.Contains(unauthorized.ResponseStatus.Message, "bearer") || unauthorized.ObjectRef.Resource != "pods" {
+		t.Errorf("the refused request's event: %+v", unauthorized)
+	}
+	if len(watchStages) != 2 || watchStages[0] != auditv1.StageResponseStarted || watchStages[1] != auditv1.StageResponseComplete {
+		t.Errorf("the watch's stages: %v, want ResponseStarted then ResponseComplete", watchStages)
 	}
 }

@@ -206,6 +206,7 @@ func (s *Server) serveCreate(w http.ResponseWriter, r *http.Request, info reques
 	} else {
 		m.SetNamespace("")
 	}
+	s.auditCreate(r.Context(), res, obj)
 	out, err := s.create(r.Context(), res, obj, opts)
 	if err != nil {
 		return err

@@ -290,6 +290,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			s.log.Debug("authentication failed", "remote", r.RemoteAddr, "err", err)
 		}
+		if s.cfg.Audit != nil {
+			s.auditUnauthenticated(w, r)
+		}
 		writeError(w, apierrors.NewUnauthorized("Unauthorized"))
 		return
 	}
