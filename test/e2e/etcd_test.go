@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodelet/nodelet/controlplane/storage/etcd/etcdtest"
 	"github.com/nodelet/nodelet/hosttools"
@@ -56,6 +59,8 @@ func TestEtcdStorage(t *testing.T) {
 		t.Fatalf("resourceVersion %s, etcd's mod_revision %d", rv, got)
 	}
 
+	testConsistentPages(t, cp, c)
+
 	cp.stop()
 	cp = startControlPlane(t, dir, port, args...)
 	if got := cp.must("get", "-n", "etcd", "configmap", "kept", "-o", "jsonpath={.metadata.resourceVersion} {.data.a}"); got != rv+" 2" {
@@ -68,6 +73,51 @@ func TestEtcdStorage(t *testing.T) {
 		t.Fatalf("deployment after restart: replicas %q", got)
 	}
 	cp.must("delete", "namespace", "etcd", "--wait=false")
+}
+
+// testConsistentPages: the pages of a list are one snapshot at the first
+// page's resourceVersion; once etcd compacted it, continuing gets 410
+// Expired with a token that continues at the latest revision.
+func testConsistentPages(t *testing.T, cp *controlPlane, c *clientv3.Client) {
+	for _, n := range []string{"page-a", "page-b", "page-c"} {
+		cp.must("create", "-n", "etcd", "configmap", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cms := cp.clientset().CoreV1().ConfigMaps("etcd")
+	first, err := cms.List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil || len(first.Items) != 1 || first.Items[0].Name != "kept" || first.Continue == "" {
+		t.Fatalf("first page: %v %v", first, err)
+	}
+	cp.must("create", "-n", "etcd", "configmap", "page-0")
+	cp.must("delete", "-n", "etcd", "configmap", "page-c")
+	rest, err := cms.List(ctx, metav1.ListOptions{Limit: 100, Continue: first.Continue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, cm := range rest.Items {
+		names = append(names, cm.Name)
+	}
+	if strings.Join(names, " ") != "kube-root-ca.crt page-a page-b page-c" || rest.ResourceVersion != first.ResourceVersion {
+		t.Fatalf("second page at %s: %v, want the snapshot of %s (kube-root-ca.crt page-a page-b page-c)", rest.ResourceVersion, names, first.ResourceVersion)
+	}
+	now, err := c.Get(ctx, "compact-now")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Compact(ctx, now.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cms.List(ctx, metav1.ListOptions{Limit: 100, Continue: first.Continue})
+	var status *apierrors.StatusError
+	if !apierrors.IsResourceExpired(err) || !errors.As(err, &status) || status.ErrStatus.ListMeta.Continue == "" {
+		t.Fatalf("continue after compaction: %v, want 410 Expired with a new token", err)
+	}
+	latest, err := cms.List(ctx, metav1.ListOptions{Limit: 100, Continue: status.ErrStatus.ListMeta.Continue})
+	if err != nil || len(latest.Items) != 4 { // kube-root-ca.crt page-0 page-a page-b
+		t.Fatalf("continue at the latest: %v %v", latest, err)
+	}
 }
 
 // watchConfigMaps runs `kubectl get -w --output-watch-events` in namespace

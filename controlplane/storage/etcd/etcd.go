@@ -186,7 +186,9 @@ func (s *Store) Get(ctx context.Context, key string) (storage.KV, error) {
 }
 
 // List returns one page of the keys under prefix from opts.StartKey, read
-// in one range request, i.e. at one revision (ListResult.Revision).
+// in one range request, i.e. at one revision: opts.Revision when set (the
+// later pages of a list), else the latest. A revision etcd has compacted
+// gives ErrCompacted.
 func (s *Store) List(ctx context.Context, prefix string, opts storage.ListOptions) (storage.ListResult, error) {
 	if s.closed.Load() {
 		return storage.ListResult{}, fmt.Errorf("list %q: %w", prefix, storage.ErrClosed)
@@ -199,12 +201,18 @@ func (s *Store) List(ctx context.Context, prefix string, opts storage.ListOption
 	if opts.Limit > 0 {
 		ops = append(ops, clientv3.WithLimit(int64(opts.Limit)))
 	}
+	if opts.Revision > 0 {
+		ops = append(ops, clientv3.WithRev(opts.Revision))
+	}
 	resp, err := s.client.Get(ctx, from, ops...)
 	if err != nil {
-		return storage.ListResult{}, fmt.Errorf("list %q from %q: %w", prefix, opts.StartKey, s.mapErr(err))
+		return storage.ListResult{}, fmt.Errorf("list %q from %q at %d: %w", prefix, opts.StartKey, opts.Revision, s.mapErr(err))
 	}
 	s.observe(resp.Header.Revision)
 	res := storage.ListResult{Revision: resp.Header.Revision, More: resp.More, KVs: make([]storage.KV, 0, len(resp.Kvs))}
+	if opts.Revision > 0 {
+		res.Revision = opts.Revision // the header holds the current one
+	}
 	for _, kv := range resp.Kvs {
 		res.KVs = append(res.KVs, s.kv(kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision))
 	}

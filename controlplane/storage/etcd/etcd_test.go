@@ -259,3 +259,38 @@ func expect(t *testing.T, w storage.Watcher, typ storage.EventType, key string, 
 	}
 	return storage.Event{}
 }
+
+// TestListAtRevision: the later pages of a list are read at the first
+// page's revision, whatever was written since; a compacted revision gives
+// ErrCompacted.
+func TestListAtRevision(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := context.Background()
+	s := open(t, srv, Config{CompactInterval: -1})
+	for i := 0; i < 4; i++ {
+		if _, err := s.Create(ctx, fmt.Sprintf("/l/%d", i), []byte("old")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := s.List(ctx, "/l/", storage.ListOptions{Limit: 2})
+	if err != nil || len(first.KVs) != 2 || !first.More {
+		t.Fatalf("first page: %+v %v", first, err)
+	}
+	if _, err := s.Update(ctx, "/l/3", []byte("new"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, "/l/4", nil); err != nil {
+		t.Fatal(err)
+	}
+	next := storage.ListOptions{StartKey: first.KVs[1].Key + "\x00", Revision: first.Revision}
+	rest, err := s.List(ctx, "/l/", next)
+	if err != nil || rest.Revision != first.Revision || rest.More || len(rest.KVs) != 2 || string(rest.KVs[1].Value) != "old" {
+		t.Fatalf("second page at revision %d: %+v %v; want /l/2 and /l/3 as they were", first.Revision, rest, err)
+	}
+	if _, err := s.client.Compact(ctx, s.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.List(ctx, "/l/", next); !errors.Is(err, storage.ErrCompacted) {
+		t.Fatalf("page at a compacted revision: %v, want ErrCompacted", err)
+	}
+}
