@@ -294,3 +294,23 @@ func TestListAtRevision(t *testing.T) {
 		t.Fatalf("page at a compacted revision: %v, want ErrCompacted", err)
 	}
 }
+
+// TestTLS: --etcd-cafile, --etcd-certfile and --etcd-keyfile reach an etcd
+// that serves https and requires client certificates; without the client
+// certificate the store cannot start.
+func TestTLS(t *testing.T) {
+	srv := etcdtest.StartTLS(t)
+	s := open(t, srv, Config{CAFile: srv.CAFile, CertFile: srv.CertFile, KeyFile: srv.KeyFile, CompactInterval: -1})
+	ctx := context.Background()
+	rev, err := s.Create(ctx, "/tls/k", []byte("v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv, err := s.Get(ctx, "/tls/k"); err != nil || kv.ModRevision != rev {
+		t.Fatalf("get over TLS: %+v %v", kv, err)
+	}
+	if s2, err := New(Config{Endpoints: []string{srv.Endpoint}, CAFile: srv.CAFile, DialTimeout: 2 * time.Second}); err == nil {
+		s2.Close()
+		t.Fatal("a store without a client certificate started")
+	}
+}

@@ -21,30 +21,58 @@ import (
 
 // Server is one running etcd member.
 type Server struct {
-	// Endpoint is the client URL, http://127.0.0.1:PORT.
+	// Endpoint is the client URL, http://127.0.0.1:PORT (https:// with
+	// StartTLS).
 	Endpoint string
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	logPath  string
+	// CAFile, CertFile and KeyFile are, with StartTLS, the CA of etcd's
+	// serving certificate and a client certificate etcd accepts.
+	CAFile, CertFile, KeyFile string
+	cmd                       *exec.Cmd
+	exited                    chan struct{}
+	logPath                   string
+	hc                        *http.Client
 }
 
-// Start starts etcd and waits until it answers /health. The test fails
-// (never skips) when etcd is not installed: run scripts/deps.sh test.
+// Start starts etcd on plain http and waits until it answers /health. The
+// test fails (never skips) when etcd is not installed: run
+// scripts/deps.sh test.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return start(t, false)
+}
+
+// StartTLS starts etcd serving https and requiring client certificates
+// signed by a CA of the test.
+func StartTLS(t testing.TB) *Server {
+	t.Helper()
+	return start(t, true)
+}
+
+func start(t testing.TB, secure bool) *Server {
+	t.Helper()
 	dir := t.TempDir()
-	client := "http://" + freeAddr(t)
+	scheme, args := "http://", []string{}
+	s := &Server{exited: make(chan struct{}), logPath: filepath.Join(dir, "etcd.log"), hc: &http.Client{Timeout: time.Second}}
+	if secure {
+		c := writeCerts(t, dir)
+		scheme = "https://"
+		s.CAFile, s.CertFile, s.KeyFile = c.CA, c.ClientCert, c.ClientKey
+		s.hc.Transport = &http.Transport{TLSClientConfig: c.clientTLS(t)}
+		args = []string{"--cert-file", c.ServerCert, "--key-file", c.ServerKey,
+			"--trusted-ca-file", c.CA, "--client-cert-auth"}
+	}
+	client := scheme + freeAddr(t)
 	peer := "http://" + freeAddr(t)
-	s := &Server{Endpoint: client, exited: make(chan struct{}), logPath: filepath.Join(dir, "etcd.log")}
+	s.Endpoint = client
 	logf, err := os.Create(s.logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	s.cmd = hosttools.Command("etcd", "--name", "test", "--data-dir", filepath.Join(dir, "data"),
+	s.cmd = hosttools.Command("etcd", append([]string{"--name", "test", "--data-dir", filepath.Join(dir, "data"),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "test="+peer,
-		"--logger", "zap", "--log-level", "warn")
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "test=" + peer,
+		"--logger", "zap", "--log-level", "warn"}, args...)...)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start etcd: %v", err)
@@ -69,14 +97,13 @@ func Start(t testing.TB) *Server {
 
 func (s *Server) waitHealthy(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	hc := &http.Client{Timeout: time.Second}
 	for {
 		select {
 		case <-s.exited:
 			return fmt.Errorf("exited: %v", s.cmd.ProcessState)
 		default:
 		}
-		resp, err := hc.Get(s.Endpoint + "/health")
+		resp, err := s.hc.Get(s.Endpoint + "/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
