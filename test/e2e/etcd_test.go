@@ -17,12 +17,14 @@ import (
 
 	"github.com/nodelet/nodelet/controlplane/storage/etcd/etcdtest"
 	"github.com/nodelet/nodelet/hosttools"
+	"github.com/nodelet/nodelet/test/testkit"
 )
 
 // TestEtcdStorage: the control plane with --etcd-servers keeps its objects
 // in a real etcd (under --etcd-prefix, nothing in bbolt), serves kubectl's
-// create, get, watch and delete from it, and finds the same objects, at
-// the same resourceVersions, after a restart.
+// create, get, watch and delete from it, pages lists at one revision,
+// finds the same objects, at the same resourceVersions, after a restart,
+// and is not ready once etcd is gone.
 func TestEtcdStorage(t *testing.T) {
 	srv := etcdtest.Start(t)
 	dir, port := t.TempDir(), freePort(t)
@@ -73,6 +75,13 @@ func TestEtcdStorage(t *testing.T) {
 		t.Fatalf("deployment after restart: replicas %q", got)
 	}
 	cp.must("delete", "namespace", "etcd", "--wait=false")
+
+	// The storage check of /readyz is etcd's: it fails once etcd is gone.
+	srv.Stop()
+	testkit.Eventually(t, 30*time.Second, "/readyz failing without etcd", func() bool {
+		out, _, err := cp.kubectl("get", "--raw", "/readyz?verbose")
+		return err != nil && !strings.Contains(out, "[+]storage ok")
+	})
 }
 
 // testConsistentPages: the pages of a list are one snapshot at the first
