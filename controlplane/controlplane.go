@@ -46,7 +46,6 @@ import (
 	"github.com/nodelet/nodelet/controlplane/satoken"
 	"github.com/nodelet/nodelet/controlplane/scheduler"
 	"github.com/nodelet/nodelet/controlplane/storage"
-	"github.com/nodelet/nodelet/controlplane/storage/bolt"
 	"github.com/nodelet/nodelet/sdnotify"
 )
 
@@ -73,6 +72,9 @@ type Config struct {
 	EventTTL time.Duration
 	// Audit is upstream's --audit-* flags (audit.go).
 	Audit AuditConfig
+	// Etcd, when it names servers, keeps every object in etcd instead of
+	// the bbolt file in DataDir (store.go).
+	Etcd EtcdConfig
 	// EncryptionProviderConfig is upstream's --encryption-provider-config:
 	// the resources it names are encrypted at rest (encryption.go).
 	EncryptionProviderConfig string
@@ -196,7 +198,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := bolt.Open(bolt.Config{Path: filepath.Join(c.cfg.DataDir, "state.db"), Log: c.cfg.Log})
+	db, err := c.openStore()
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}

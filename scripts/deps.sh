@@ -56,6 +56,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 	fi
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	# etcd-server also enables etcd.service for the next boot: the tests
+	# start etcd of their own on free ports, and a system etcd on
+	# 127.0.0.1:2379 is nothing the project wants on a build machine.
+	if printf '%s\n' "${missing[@]}" | grep -qx etcd-server && command -v systemctl >/dev/null; then
+		systemctl disable etcd.service >/dev/null 2>&1 || true
+	fi
 fi
 
 # Every tool of the list is there now; a wrong package in the list, or a

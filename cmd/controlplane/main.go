@@ -76,6 +76,13 @@ func run(args []string) error {
 	fs.IntVar(&cfg.Audit.MaxSizeMB, "audit-log-maxsize", 0, "rotate the audit log at this size in megabytes (0: 100)")
 	fs.IntVar(&cfg.Audit.MaxBackups, "audit-log-maxbackup", 0, "how many rotated audit logs to keep (0: all)")
 	fs.IntVar(&cfg.Audit.MaxAgeDays, "audit-log-maxage", 0, "how many days to keep rotated audit logs (0: forever)")
+	var etcdServers stringList
+	fs.Var(&etcdServers, "etcd-servers", "etcd client URLs, comma-separated: keep every object in etcd v3 instead of bbolt in --data-dir")
+	fs.StringVar(&cfg.Etcd.CAFile, "etcd-cafile", "", "CA of etcd's serving certificates (https etcd servers)")
+	fs.StringVar(&cfg.Etcd.CertFile, "etcd-certfile", "", "client certificate for etcd")
+	fs.StringVar(&cfg.Etcd.KeyFile, "etcd-keyfile", "", "client certificate's key for etcd")
+	fs.StringVar(&cfg.Etcd.Prefix, "etcd-prefix", "/registry", "prefix of every key in etcd")
+	fs.DurationVar(&cfg.Etcd.CompactionInterval, "etcd-compaction-interval", 5*time.Minute, "how often etcd's history is compacted, taking turns with other control planes; 0 never (etcd or another client compacts)")
 	fs.StringVar(&cfg.EncryptionProviderConfig, "encryption-provider-config", "", "an EncryptionConfiguration file (apiserver.config.k8s.io/v1): the resources it names are encrypted at rest with its first provider")
 	fs.DurationVar(&cfg.EventTTL, "event-ttl", apiserver.DefaultEventTTL, "how long Events are kept after they were last recorded; 0 keeps them forever")
 	fs.BoolVar(&cfg.AnonymousAuth, "anonymous-auth", false, "treat requests without credentials as system:anonymous (group system:unauthenticated) instead of refusing them with 401")
@@ -102,6 +109,10 @@ func run(args []string) error {
 		return nil
 	}
 	cfg.TLSSANs = sans
+	cfg.Etcd.Servers = etcdServers
+	if cfg.Etcd.CompactionInterval == 0 {
+		cfg.Etcd.CompactionInterval = -1 // upstream's 0: no compaction
+	}
 	cfg.DisableLeaderElection = *noElect
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {

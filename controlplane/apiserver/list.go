@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -117,10 +118,12 @@ func (s *Server) listMatching(ctx context.Context, info requestInfo, q url.Value
 	return items, rev, err
 }
 
-// list serves one page. Pages after the first are read from the current
-// state, not a snapshot: items may be newer than the list's
-// resourceVersion, which a watch from that version then replays, so a
-// client that lists and watches still converges (bbolt keeps no MVCC history).
+// list serves one page. Pages after the first ask the store for the
+// first's revision: etcd serves that snapshot (410 Expired once it is
+// compacted, with a token that continues at the latest, as upstream's);
+// bbolt keeps no MVCC history and reads the current state, so items may
+// be newer than the list's resourceVersion, which a watch from that
+// version then replays: a client that lists and watches still converges.
 func (s *Server) list(ctx context.Context, info requestInfo, q url.Values) ([]runtime.Object, int64, string, error) {
 	res := info.Resource
 	match, err := newMatcher(res, q)
@@ -148,19 +151,25 @@ func (s *Server) list(ctx context.Context, info requestInfo, q url.Values) ([]ru
 		// A negative revision continues at the latest, as upstream's
 		// (its tokens carry one when the first page's is compacted).
 		opts.StartKey, firstRev = tok.Start, max(tok.Rev, 0)
+		opts.Revision = firstRev
 	}
+	start := opts.StartKey // where this request's items begin
 	var items []runtime.Object
 	for {
 		if limit > 0 {
 			opts.Limit = max(limit-len(items), 256)
 		}
 		page, err := s.store.List(ctx, prefix, opts)
+		if errors.Is(err, storage.ErrCompacted) {
+			return nil, 0, "", continueExpired(start)
+		}
 		if err != nil {
 			return nil, 0, "", err
 		}
 		if firstRev == 0 {
 			firstRev = page.Revision
 		}
+		opts.Revision = firstRev
 		for i, kv := range page.KVs {
 			obj, err := s.codec.decode(res, kv)
 			if err != nil {
@@ -205,6 +214,17 @@ func (s *Server) checkListRV(rv, match string) error {
 func tooLargeRV(want, cur int64) error {
 	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", want, cur), 1)
 	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+	return err
+}
+
+// continueExpired is upstream's answer to a continue token whose revision
+// is compacted: 410 Expired, carrying a token that continues from the same
+// key at the latest revision (an inconsistent list, as the message says).
+func continueExpired(start string) error {
+	err := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. " +
+		"You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. " +
+		"Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+	err.ErrStatus.ListMeta.Continue = encodeContinue(-1, start)
 	return err
 }
 

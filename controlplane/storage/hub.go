@@ -122,7 +122,9 @@ func (h *Hub) CompactedRevision() int64 {
 // Watch registers a watcher for keys under prefix with revisions greater
 // than fromRevision (0: from the current revision). Registration and the
 // replay from history happen under the publish lock, so nothing is missed
-// or delivered twice.
+// or delivered twice. fromRevision may be ahead of what the hub has
+// published (a store whose hub is fed asynchronously, as etcd's is, knows
+// revisions before their events arrive): events up to it are skipped.
 func (h *Hub) Watch(ctx context.Context, prefix string, fromRevision int64) (Watcher, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -138,6 +140,7 @@ func (h *Hub) Watch(ctx context.Context, prefix string, fromRevision int64) (Wat
 	w := &hubWatcher{
 		hub:    h,
 		prefix: prefix,
+		after:  fromRevision,
 		signal: make(chan struct{}, 1),
 		out:    make(chan Event, 64),
 		done:   make(chan struct{}),
@@ -155,6 +158,22 @@ func (h *Hub) Watch(ctx context.Context, prefix string, fromRevision int64) (Wat
 	h.watchers[w] = struct{}{}
 	go w.run(ctx)
 	return w, nil
+}
+
+// Reset ends every watch with err and empties the history, which starts
+// again at revision current: for a store whose feed of events broke with a
+// gap (etcd compacted past it), so that no watcher misses events silently.
+func (h *Hub) Reset(current int64, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.watchers {
+		w.fail(err)
+		delete(h.watchers, w)
+	}
+	for h.count > 0 {
+		h.dropOldest()
+	}
+	h.compacted, h.current = current, current
 }
 
 // Close ends every watch with ErrClosed.
@@ -177,6 +196,7 @@ func (h *Hub) remove(w *hubWatcher) {
 type hubWatcher struct {
 	hub    *Hub
 	prefix string
+	after  int64 // the revision the watch started after
 
 	mu     sync.Mutex
 	queue  []Event
@@ -198,7 +218,7 @@ func (w *hubWatcher) enqueue(events []Event, maxPending int) {
 	}
 	added := false
 	for _, ev := range events {
-		if strings.HasPrefix(ev.KV.Key, w.prefix) {
+		if ev.KV.ModRevision > w.after && strings.HasPrefix(ev.KV.Key, w.prefix) {
 			w.queue = append(w.queue, ev)
 			added = true
 		}

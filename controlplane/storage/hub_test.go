@@ -44,3 +44,31 @@ func TestHubHistoryBytes(t *testing.T) {
 		t.Fatalf("after an event larger than the bound: compacted %d, %d kept; want 5 and the newest", got, h.count)
 	}
 }
+
+// TestHubWatchAhead: a watch from a revision the hub has not published yet
+// gets only the events after it; Reset ends watches with the given error
+// and starts the history over.
+func TestHubWatchAhead(t *testing.T) {
+	h := NewHub(0, HubOptions{})
+	defer h.Close()
+	w, err := h.Watch(context.Background(), "/k/", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rev := int64(1); rev <= 3; rev++ {
+		h.Publish([]Event{{Type: Put, KV: KV{Key: fmt.Sprintf("/k/%d", rev), ModRevision: rev}}})
+	}
+	if ev := <-w.Events(); ev.KV.ModRevision != 3 {
+		t.Fatalf("first event at revision %d, want 3", ev.KV.ModRevision)
+	}
+	h.Reset(10, ErrCompacted)
+	if _, ok := <-w.Events(); ok || !errors.Is(w.Err(), ErrCompacted) {
+		t.Fatalf("after Reset: open=%v err=%v, want closed with ErrCompacted", ok, w.Err())
+	}
+	if _, err := h.Watch(context.Background(), "/k/", 3); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("watch from before the reset: %v, want ErrCompacted", err)
+	}
+	if _, err := h.Watch(context.Background(), "/k/", 10); err != nil {
+		t.Fatalf("watch from the reset revision: %v", err)
+	}
+}

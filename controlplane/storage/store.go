@@ -63,12 +63,19 @@ type ListOptions struct {
 	StartKey string
 	// Limit caps the number of returned KVs (0 = no limit).
 	Limit int
+	// Revision, when > 0, reads the keys as they were at that revision,
+	// so that the pages of one list are one snapshot; ErrCompacted when
+	// the store no longer keeps it. A store that keeps only the latest
+	// version of each key (bbolt) reads the latest state instead:
+	// ListResult.Revision says what was read.
+	Revision int64
 }
 
 // ListResult is one page of a List.
 type ListResult struct {
 	KVs []KV
-	// Revision is the store revision the page was read at.
+	// Revision is the store revision the page was read at
+	// (ListOptions.Revision when the store could honour it).
 	Revision int64
 	// More is true when keys under the prefix remain after the last KV.
 	More bool

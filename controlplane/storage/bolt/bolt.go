@@ -152,7 +152,9 @@ func (s *Store) Get(ctx context.Context, key string) (storage.KV, error) {
 	return kv, nil
 }
 
-// List returns the values under prefix, read in one transaction at one revision.
+// List returns the values under prefix, read in one transaction at one
+// revision: the latest, whatever opts.Revision asks (bbolt keeps no old
+// versions).
 func (s *Store) List(ctx context.Context, prefix string, opts storage.ListOptions) (storage.ListResult, error) {
 	var res storage.ListResult
 	start := []byte(prefix)
