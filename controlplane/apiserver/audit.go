@@ -64,43 +64,60 @@ func NewAuditor(policyFile string, out io.Writer) (*Auditor, error) {
 		objects: serializer.WithoutConversionCodecFactory{CodecFactory: serializer.NewCodecFactory(runtime.NewScheme())}}, nil
 }
 
-// begin starts auditing r, authenticated as authn and, when impersonating,
-// acting as acting. It returns the writer and request to serve and the
-// function that ends the event once the response is complete.
-func (s *Server) auditBegin(w http.ResponseWriter, r *http.Request, authn, acting user.Info) (http.ResponseWriter, *http.Request, func()) {
+// auditStart gives r an audit context and its Audit-ID (the request's, or
+// a new one, also sent back as upstream's filter does), evaluates the
+// policy for u (nil: before authentication) and, unless the policy says
+// None, records the request's metadata: ok then.
+func (s *Server) auditStart(w http.ResponseWriter, r *http.Request, u user.Info) (context.Context, *audit.AuditContext, auditedRequest, bool) {
 	a := s.cfg.Audit
 	ctx := audit.WithAuditContext(r.Context())
 	ac := audit.AuditContextFrom(ctx)
-	// The request's Audit-ID, or a new one, also sent back as upstream's
-	// filter does.
 	id := r.Header.Get(auditinternal.HeaderAuditID)
 	if id == "" {
 		id = string(uuid.NewUUID())
 	}
 	audit.WithAuditID(ctx, types.UID(id))
 	w.Header().Set(auditinternal.HeaderAuditID, id)
-	attrs, _, _ := s.requestAttributes(r, authn)
+	attrs, _, _ := s.requestAttributes(r, u)
 	rac := a.policy.EvaluatePolicyRule(attrs)
+	req := auditedRequest{attrs: attrs, level: rac.Level}
 	if err := ac.Init(rac, a.backend); err != nil || rac.Level == auditinternal.LevelNone {
-		return w, r.WithContext(ctx), func() {}
+		return ctx, ac, req, false
 	}
+	audit.LogRequestMetadata(ctx, r.WithContext(ctx), time.Now(), attrs)
+	return ctx, ac, req, true
+}
+
+// auditedRequest is what the policy made of a request.
+type auditedRequest struct {
+	attrs authorizer.Attributes
+	level auditinternal.Level
+}
+
+// begin starts auditing r, authenticated as authn and, when impersonating,
+// acting as acting. It returns the writer and request to serve and the
+// function that ends the event once the response is complete.
+func (s *Server) auditBegin(w http.ResponseWriter, r *http.Request, authn, acting user.Info) (http.ResponseWriter, *http.Request, func()) {
+	ctx, ac, req, ok := s.auditStart(w, r, authn)
 	r = r.WithContext(ctx)
-	audit.LogRequestMetadata(ctx, r, time.Now(), attrs)
+	if !ok {
+		return w, r, func() {}
+	}
 	if acting != nil {
 		ac.LogImpersonatedUser(acting, "")
 	}
 	ac.ProcessEventStage(ctx, auditinternal.StageRequestReceived)
 
 	var body *bytes.Buffer
-	if !rac.Level.Less(auditinternal.LevelRequest) && r.Body != nil && r.Body != http.NoBody {
+	if !req.level.Less(auditinternal.LevelRequest) && r.Body != nil && r.Body != http.NoBody {
 		body = &bytes.Buffer{}
 		r.Body = struct {
 			io.Reader
 			io.Closer
 		}{io.TeeReader(r.Body, &limitedWriter{buf: body, max: maxAuditedBody}), r.Body}
 	}
-	aw := &auditWriter{ResponseWriter: w, code: http.StatusOK, ctx: ctx, ac: ac, long: auditLongRunning(attrs)}
-	if !rac.Level.Less(auditinternal.LevelRequestResponse) {
+	aw := &auditWriter{ResponseWriter: w, code: http.StatusOK, ctx: ctx, ac: ac, long: auditLongRunning(req.attrs)}
+	if !req.level.Less(auditinternal.LevelRequestResponse) {
 		aw.body = &limitedWriter{buf: &bytes.Buffer{}, max: maxAuditedBody}
 	}
 	return aw, r, func() {
@@ -134,21 +151,10 @@ func (s *Server) auditCreate(ctx context.Context, res *registry.Resource, obj ru
 // no user, the event's stage is ResponseStarted and its status says which
 // credentials were tried.
 func (s *Server) auditUnauthenticated(w http.ResponseWriter, r *http.Request) {
-	a := s.cfg.Audit
-	ctx := audit.WithAuditContext(r.Context())
-	ac := audit.AuditContextFrom(ctx)
-	id := r.Header.Get(auditinternal.HeaderAuditID)
-	if id == "" {
-		id = string(uuid.NewUUID())
-	}
-	audit.WithAuditID(ctx, types.UID(id))
-	w.Header().Set(auditinternal.HeaderAuditID, id)
-	attrs, _, _ := s.requestAttributes(r, nil)
-	rac := a.policy.EvaluatePolicyRule(attrs)
-	if err := ac.Init(rac, a.backend); err != nil || rac.Level == auditinternal.LevelNone {
+	ctx, ac, _, ok := s.auditStart(w, r, nil)
+	if !ok {
 		return
 	}
-	audit.LogRequestMetadata(ctx, r, time.Now(), attrs)
 	ac.SetEventResponseStatus(&metav1.Status{Message: "Authentication failed, attempted: " + attemptedAuth(r), Code: http.StatusUnauthorized})
 	ac.ProcessEventStage(ctx, auditinternal.StageResponseStarted)
 }
