@@ -77,28 +77,38 @@ func (r *ClientRotation) Current() *tls.Certificate { return r.manager.Current()
 
 // Run rotates until ctx ends.
 func (r *ClientRotation) Run(ctx context.Context) error {
-	r.manager.Start()
-	defer r.manager.Stop()
-	last := r.manager.Current()
+	follow(ctx, r.manager, func(last, cur *tls.Certificate) {
+		switch {
+		case cur == nil:
+			// Expired or gone: the manager asks with the bootstrap
+			// credentials, if any (clientset).
+			r.cfg.Log.Error("the client certificate expired before it was renewed; waiting for a new one")
+		default:
+			r.cfg.Log.Info("client certificate rotated; reconnecting with it", "notAfter", cur.Leaf.NotAfter)
+			r.dialer.CloseAll()
+		}
+	})
+	return nil
+}
+
+// follow runs m until ctx ends and calls changed, every rotationCheck,
+// when m's current certificate is another than last time (nil when none
+// is valid any more).
+func follow(ctx context.Context, m certificate.Manager, changed func(last, cur *tls.Certificate)) {
+	m.Start()
+	defer m.Stop()
+	last := m.Current()
 	tick := time.NewTicker(rotationCheck)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-tick.C:
 		}
-		cur := r.manager.Current()
-		switch {
-		case cur == nil && last != nil:
-			// Expired or gone: the manager asks with the bootstrap
-			// credentials, if any (clientset).
-			r.cfg.Log.Error("the client certificate expired before it was renewed; waiting for a new one")
-			last = nil
-		case cur != nil && cur != last:
+		if cur := m.Current(); cur != last {
+			changed(last, cur)
 			last = cur
-			r.cfg.Log.Info("client certificate rotated; reconnecting with it", "notAfter", cur.Leaf.NotAfter)
-			r.dialer.CloseAll()
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -59,26 +58,17 @@ func NewServing(cfg Config, client kubernetes.Interface, addresses func() []core
 // Run asks for and renews the certificate until ctx ends, logging each
 // one it gets (the manager's own logs are klog's verbose ones).
 func (s *Serving) Run(ctx context.Context) error {
-	s.manager.Start()
-	defer s.manager.Stop()
-	last := s.manager.Current()
-	tick := time.NewTicker(rotationCheck)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
+	follow(ctx, s.manager, func(last, cur *tls.Certificate) {
+		if cur == nil {
+			return // expired: the manager asks again
 		}
-		if cur := s.manager.Current(); cur != nil && cur != last {
-			what := "serving certificate renewed"
-			if last == nil {
-				what = "serving certificate issued"
-			}
-			last = cur
-			s.log.Info(what, "dnsNames", cur.Leaf.DNSNames, "ips", cur.Leaf.IPAddresses, "notAfter", cur.Leaf.NotAfter)
+		what := "serving certificate renewed"
+		if last == nil {
+			what = "serving certificate issued"
 		}
-	}
+		s.log.Info(what, "dnsNames", cur.Leaf.DNSNames, "ips", cur.Leaf.IPAddresses, "notAfter", cur.Leaf.NotAfter)
+	})
+	return nil
 }
 
 // Current is the serving certificate, nil before one is issued.
